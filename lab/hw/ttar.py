@@ -11,9 +11,9 @@ A captured sysfs/procfs tree is kept in git as one reviewable text file. Each en
     Mode: 444
     # ttar - - -
     Path: sys/devices/pci0000:15/0000:15:01.0/config
-    Encoding: base64
-    Lines: 2
-    <base64 of the binary config space>
+    Encoding: zlib+base64
+    Lines: 1
+    <base64 of the zlib-compressed binary config space>
     Mode: 444
 
 Directories are ``Directory: <path>`` entries. Text content keeps a missing final newline with
@@ -23,6 +23,7 @@ Only the standard library: this also runs inside the lab's twins with Debian's p
 import base64
 import os
 import stat
+import zlib
 
 SEPARATOR = "# ttar - - -"
 
@@ -56,9 +57,10 @@ def _encode(data):
         if "\x00" in text or "\r" in text:
             raise ValueError("binary")
     except ValueError:
-        b64 = base64.b64encode(data).decode("ascii")
+        # Binary (PCI config space): mostly zeros, so compressed before base64.
+        b64 = base64.b64encode(zlib.compress(data, 9)).decode("ascii")
         chunks = [b64[i:i + 76] for i in range(0, len(b64), 76)] or [""]
-        return ["Encoding: base64", "Lines: %d" % len(chunks)] + chunks
+        return ["Encoding: zlib+base64", "Lines: %d" % len(chunks)] + chunks
     lines = text.split("\n")
     header = []
     if text.endswith("\n"):
@@ -103,6 +105,8 @@ def unpack(text, dest):
                 i += 1 + n
                 if header.get("Encoding") == "base64":
                     data = base64.b64decode("".join(body))
+                elif header.get("Encoding") == "zlib+base64":
+                    data = zlib.decompress(base64.b64decode("".join(body)))
                 else:
                     content = "\n".join(body)
                     if n and header.get("NoNewline") != "true":

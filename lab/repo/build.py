@@ -1,0 +1,195 @@
+"""The lab's local apt repository: dummy packages with real names and versions, built with equivs.
+
+    python3 -m lab.repo.build DEST        # builds what is missing; DEST/Packages(.gz) is the repository
+
+Each dummy installs a small but realistic footprint (kernel images under /boot, version files, a
+stand-in ``nv-fabricmanager`` daemon and unit, ``nvidia-smi`` and ``ofed_info`` that answer from the
+twin's rendered hardware view), so apt pinning, holds, upgrades and downgrades behave as in production.
+The repository is cached: DEST/.stamp holds a hash of this file and of files/; a rebuild happens only
+when they change. Versions follow the real archives: Debian 12 kernels (``linux-image-6.1.0-26-amd64``
+``6.1.112-1``), Ubuntu-style NVIDIA revisions (``550.90.07-0ubuntu0.22.04.1``), MLNX_OFED/DOCA-OFED.
+"""
+import concurrent.futures
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FILES = os.path.join(HERE, "files")
+MAINTAINER = "gpufleet lab <lab@gpufleet.invalid>"
+
+# The data: every package of the repository. Two kernels, two driver branches (550 at two versions,
+# so "installed but not the pinned one" and "upgrade splits driver and FM" can happen), OFED at two.
+KERNELS = [("6.1.0-25-amd64", "6.1.106-3"), ("6.1.0-26-amd64", "6.1.112-1")]
+NVIDIA = [("535", "535.183.01"), ("550", "550.54.15"), ("550", "550.90.07")]
+NVIDIA_REVISION = "-0ubuntu0.22.04.1"
+# (MLNX_OFED release, mlnx-ofed-kernel Debian version, doca-ofed version) -- doca-ofed numbers *unverified*
+OFED = [("23.10-1.1.9.0", "23.10.OFED.23.10.1.1.9.1-1", "2.5.0-0.0.1"),
+        ("24.04-0.7.0.0", "24.04.OFED.24.04.0.7.0.1-1", "2.7.0-0.0.1")]
+
+
+def _stand_in(name, **subst):
+    with open(os.path.join(FILES, name)) as handle:
+        text = handle.read()
+    for key, value in subst.items():
+        text = text.replace("@%s@" % key, value)
+    return text
+
+
+def packages():
+    """Return the list of package specs: dicts with control fields, files {path: (mode, text)}, links."""
+    out = []
+    for abi, version in KERNELS:
+        out.append({
+            "Package": "linux-image-" + abi, "Version": version, "Section": "kernel",
+            "Provides": "linux-image, wireguard-modules (= 1.0.0)",
+            "Description": "Linux %s for 64-bit PCs (signed) -- gpufleet lab dummy" % abi,
+            "files": {
+                "/boot/vmlinuz-" + abi: (0o644, "gpufleet lab dummy kernel image %s (%s)" % (abi, version)),
+                "/boot/initrd.img-" + abi: (0o644, "gpufleet lab dummy initramfs for %s" % abi),
+                "/boot/config-" + abi: (0o644, "CONFIG_LOCALVERSION=\"-amd64\"\nCONFIG_HUGETLBFS=y\n"
+                                                "CONFIG_TRANSPARENT_HUGEPAGE=y\nCONFIG_NUMA_BALANCING=y\nCONFIG_INTEL_IOMMU=y"),
+                "/boot/System.map-" + abi: (0o644, "ffffffff81000000 T _stext"),
+                "/usr/lib/modules/%s/modules.dep" % abi: (0o644, ""),
+            },
+        })
+        out.append({
+            "Package": "linux-headers-" + abi, "Version": version, "Section": "kernel",
+            "Description": "Header files for Linux %s -- gpufleet lab dummy" % abi,
+            "files": {"/usr/src/linux-headers-%s/Makefile" % abi: (0o644, "# gpufleet lab dummy headers %s" % abi)},
+            "links": {"/usr/lib/modules/%s/build" % abi: "/usr/src/linux-headers-" + abi},
+        })
+    for branch, upstream in NVIDIA:
+        version = upstream + NVIDIA_REVISION
+        subst = {"BRANCH": branch, "VERSION": upstream}
+        # One driver at a time, like Ubuntu's packages (they all provide and conflict with this name).
+        out.append({
+            "Package": "nvidia-driver-%s-server" % branch, "Version": version, "Section": "restricted/libs",
+            "Provides": "nvidia-driver-binary", "Conflicts": "nvidia-driver-binary",
+            "Description": "NVIDIA Server Driver metapackage -- gpufleet lab dummy",
+            "files": {
+                "/usr/bin/nvidia-smi": (0o755, _stand_in("nvidia-smi", **subst)),
+                "/usr/share/nvidia/nvidia-application-profiles-%s-rc" % upstream: (0o644, "{\"rules\": [], \"profiles\": []}"),
+                "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so." + upstream: (0o644, "gpufleet lab dummy NVML " + upstream),
+            },
+            "links": {"/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1": "libnvidia-ml.so." + upstream},
+        })
+        # No dependency on the exact driver version, as in the real archive: nothing stops a mismatch.
+        out.append({
+            "Package": "nvidia-fabricmanager-" + branch, "Version": version, "Section": "restricted/libs",
+            "Provides": "nvidia-fabricmanager", "Conflicts": "nvidia-fabricmanager",
+            "Description": "Fabric Manager for NVSwitch based systems -- gpufleet lab dummy",
+            "files": {
+                "/usr/bin/nv-fabricmanager": (0o755, _stand_in("nv-fabricmanager", **subst)),
+                "/lib/systemd/system/nvidia-fabricmanager.service": (0o644, _stand_in("nvidia-fabricmanager.service")),
+                "/usr/share/nvidia/nvswitch/fabricmanager.cfg": (0o644, "LOG_LEVEL=4\nLOG_FILE_NAME=/var/log/fabricmanager.log\n"
+                                                                     "FABRIC_MODE=0\nFABRIC_MODE_RESTART=0"),
+            },
+            "postinst": "#!/bin/sh\nset -e\nif [ -d /run/systemd/system ]; then systemctl daemon-reload || true; fi\n",
+        })
+    for ofed, kernel_version, doca_version in OFED:
+        subst = {"OFED": ofed, "OFEDSHORT": ofed.split("-")[0], "DEBVERSION": kernel_version}
+        out.append({
+            "Package": "mlnx-ofed-kernel-utils", "Version": kernel_version, "Section": "net",
+            "Description": "Userspace tools to restart and tune mlnx-ofed kernel modules -- gpufleet lab dummy",
+            "files": {"/usr/bin/ofed_info": (0o755, _stand_in("ofed_info", **subst)),
+                      "/etc/infiniband/info": (0o755, "#!/bin/sh\necho prefix=/usr\necho Kernel=$(uname -r)\necho\n"
+                                                      "echo \"Configure options: --with-mlx5-mod\"")},
+        })
+        out.append({
+            "Package": "mlnx-ofed-kernel-dkms", "Version": kernel_version, "Section": "kernel",
+            "Depends": "mlnx-ofed-kernel-utils (= %s)" % kernel_version,
+            "Description": "DKMS support for mlnx-ofed kernel modules -- gpufleet lab dummy",
+            "files": {"/usr/src/mlnx-ofed-kernel-%s/dkms.conf" % ofed.split("-")[0]:
+                      (0o644, "PACKAGE_NAME=\"mlnx-ofed-kernel\"\nPACKAGE_VERSION=\"%s\"" % ofed.split("-")[0])},
+        })
+        out.append({
+            "Package": "doca-ofed", "Version": doca_version, "Section": "net",
+            "Depends": "mlnx-ofed-kernel-dkms (= {0}), mlnx-ofed-kernel-utils (= {0})".format(kernel_version),
+            "Description": "DOCA-OFED meta package -- gpufleet lab dummy", "files": {},
+        })
+    return out
+
+
+def control_text(spec, workdir):
+    """The equivs control file for ``spec`` (maintainer scripts are written into ``workdir``)."""
+    lines = ["Section: " + spec.get("Section", "misc"), "Priority: optional", "Standards-Version: 4.6.2",
+             "Package: " + spec["Package"], "Version: " + spec["Version"], "Maintainer: " + MAINTAINER,
+             "Architecture: amd64"]
+    for field in ("Depends", "Provides", "Conflicts"):
+        if spec.get(field):
+            lines.append("%s: %s" % (field, spec[field]))
+    if spec.get("postinst"):
+        path = os.path.join(workdir, "postinst")
+        with open(path, "w") as handle:
+            handle.write(spec["postinst"])
+        lines.append("Postinst: " + path)
+    if spec.get("links"):
+        lines.append("Links: " + "\n ".join("%s %s" % (target, link) for link, target in sorted(spec["links"].items())))
+    for path, (mode, text) in sorted(spec["files"].items()):
+        # equivs: body lines indented by one space; an empty line is written as " ."
+        body = "\n".join(" " + (line if line.strip() else ".") for line in text.split("\n"))
+        lines.append("File: %s %o\n%s" % (path, mode, body))
+    lines.append("Description: " + spec["Description"])
+    return "\n".join(lines) + "\n"
+
+
+def stamp():
+    digest = hashlib.sha256()
+    for path in [os.path.abspath(__file__)] + sorted(os.path.join(FILES, n) for n in os.listdir(FILES)):
+        with open(path, "rb") as handle:
+            digest.update(handle.read())
+    return digest.hexdigest()[:16]
+
+
+def _build_one(spec, outdir):
+    work = tempfile.mkdtemp(prefix="gpufleet-equivs-")
+    try:
+        ctl = os.path.join(work, "ctl")
+        with open(ctl, "w") as handle:
+            handle.write(control_text(spec, work))
+        proc = subprocess.run(["equivs-build", ctl], cwd=work, capture_output=True, text=True, timeout=300)
+        debs = [n for n in os.listdir(work) if n.endswith(".deb")]
+        if proc.returncode != 0 or len(debs) != 1:
+            raise RuntimeError("equivs-build %s %s failed (exit %d): %s" % (
+                spec["Package"], spec["Version"], proc.returncode, (proc.stderr or proc.stdout)[-2000:]))
+        shutil.move(os.path.join(work, debs[0]), os.path.join(outdir, debs[0]))
+        return debs[0]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def build(dest, jobs=2):
+    """Build the repository in ``dest`` unless its stamp is current. Returns True when it (re)built."""
+    want = stamp()
+    stamp_file = os.path.join(dest, ".stamp")
+    if os.path.exists(stamp_file) and open(stamp_file).read().strip() == want:
+        return False
+    for tool in ("equivs-build", "dpkg-scanpackages"):
+        if not shutil.which(tool):
+            raise RuntimeError("repo: %s not found (apt-get install equivs dpkg-dev)" % tool)
+    tmp = dest + ".new"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+        list(pool.map(lambda spec: _build_one(spec, tmp), packages()))
+    scan = subprocess.run(["dpkg-scanpackages", "--multiversion", "."], cwd=tmp, capture_output=True,
+                          text=True, check=True, timeout=120)
+    with open(os.path.join(tmp, "Packages"), "w") as handle:
+        handle.write(scan.stdout)
+    subprocess.run(["gzip", "-9kf", "Packages"], cwd=tmp, check=True, timeout=60)
+    with open(os.path.join(tmp, ".stamp"), "w") as handle:
+        handle.write(want + "\n")
+    shutil.rmtree(dest, ignore_errors=True)
+    os.rename(tmp, dest)
+    return True
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: python3 -m lab.repo.build DEST")
+    built = build(sys.argv[1])
+    print("repo: %s %s" % (sys.argv[1], "built" if built else "up to date"))

@@ -1,0 +1,240 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Pure parsers for sysfs/procfs text. Text in, plain data out; ValueError on garbage.
+
+Each parser shows a sample of what it reads. None of them touches the file system: the collector
+(_facts.py) reads through a Root and turns a ValueError into a recorded problem.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+import shlex
+
+_RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
+
+
+def parse_cpulist(text):
+    """``0-12,104-116`` -> [0, 1, ..., 12, 104, ..., 116]. Empty text -> [] (a memory-only node)."""
+    cpus = set()
+    text = text.strip()
+    if not text:
+        return []
+    for part in text.split(","):
+        match = _RANGE.match(part.strip())
+        if not match:
+            raise ValueError("not a CPU list item: %r" % part)
+        first = int(match.group(1))
+        last = int(match.group(2)) if match.group(2) else first
+        if last < first or last - first > 65536:
+            raise ValueError("bad CPU range: %r" % part)
+        cpus.update(range(first, last + 1))
+    return sorted(cpus)
+
+
+def format_cpulist(cpus):
+    """[0, 1, 2, 5] -> ``0-2,5`` (the kernel's own format)."""
+    out = []
+    cpus = sorted(set(cpus))
+    i = 0
+    while i < len(cpus):
+        j = i
+        while j + 1 < len(cpus) and cpus[j + 1] == cpus[j] + 1:
+            j += 1
+        out.append(str(cpus[i]) if i == j else "%d-%d" % (cpus[i], cpus[j]))
+        i = j + 1
+    return ",".join(out)
+
+
+def parse_int(text):
+    """``1\\n`` -> 1; ``-1`` -> -1."""
+    return int(text.strip(), 0) if text.strip().lower().startswith("0x") else int(text.strip())
+
+
+def parse_node_meminfo(text):
+    """``Node 0 MemTotal:       121634816 kB`` lines -> {"MemTotal": 121634816, ...} (kB or counts)."""
+    out = {}
+    for line in text.splitlines():
+        match = re.match(r"^Node\s+\d+\s+(\S+):\s+(\d+)(?:\s+kB)?\s*$", line)
+        if match:
+            out[match.group(1)] = int(match.group(2))
+    if "MemTotal" not in out:
+        raise ValueError("no 'Node N MemTotal:' line")
+    return out
+
+
+def parse_meminfo(text):
+    """``MemTotal:       1056534920 kB`` lines -> {"MemTotal": 1056534920, ...}."""
+    out = {}
+    for line in text.splitlines():
+        match = re.match(r"^(\S+):\s+(\d+)(?:\s+kB)?\s*$", line)
+        if match:
+            out[match.group(1)] = int(match.group(2))
+    if not out:
+        raise ValueError("no 'Key: value' line")
+    return out
+
+
+def parse_distance(text):
+    """``10 12 12 12 21 21 21 21`` -> [10, 12, ...]."""
+    values = [int(v) for v in text.split()]
+    if not values:
+        raise ValueError("empty distance row")
+    return values
+
+
+def parse_cpuinfo(text):
+    """The first processor block of /proc/cpuinfo -> {"model": ..., "flags": set(...)}.
+
+    ``model name : Intel(R) Xeon(R) Platinum 8480+`` and ``flags : fpu vme ... vmx ...``.
+    """
+    model, flags = None, None
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if not sep:
+            continue
+        key = key.strip()
+        if key == "model name" and model is None:
+            model = value.strip()
+        elif key == "flags" and flags is None:
+            flags = set(value.split())
+        if model is not None and flags is not None:
+            break
+    if model is None and flags is None:
+        raise ValueError("no 'model name' or 'flags' line")
+    return {"model": model, "flags": flags}
+
+
+def parse_ib_state(text):
+    """``4: ACTIVE`` -> (4, "ACTIVE"); ``5: LinkUp`` -> (5, "LinkUp")."""
+    match = re.match(r"^(\d+):\s*(\S+)$", text.strip())
+    if not match:
+        raise ValueError("expected 'N: NAME'")
+    return int(match.group(1)), match.group(2)
+
+
+def parse_ib_rate(text):
+    """``400 Gb/sec (4X NDR)`` -> 400.0; ``2.5 Gb/sec (1X SDR)`` -> 2.5."""
+    match = re.match(r"^(\d+(?:\.\d+)?)\s+Gb/sec\b", text.strip())
+    if not match:
+        raise ValueError("expected '<N> Gb/sec ...'")
+    return float(match.group(1))
+
+
+def parse_bracketed(text):
+    """``always madvise [never]`` -> "never" (the selected choice of a sysfs enum)."""
+    match = re.search(r"\[([^\]]+)\]", text)
+    if not match:
+        raise ValueError("no [selected] choice")
+    return match.group(1)
+
+
+def parse_cmdline(text):
+    """Kernel command line -> ordered list of {key, value}, duplicates kept.
+
+    ``BOOT_IMAGE=/vmlinuz root=UUID=ab quiet hugepagesz=1G hugepages=16`` ->
+    [{key: BOOT_IMAGE, value: /vmlinuz}, {key: root, value: UUID=ab}, {key: quiet, value: None}, ...].
+    Quotes are honoured as the kernel does (``acpi_osi="Windows 2020"``). Words after ``--`` are
+    init's arguments, not kernel parameters, and are not returned.
+    """
+    try:
+        words = shlex.split(text)
+    except ValueError:
+        words = text.split()
+    if "--" in words:
+        words = words[:words.index("--")]
+    params = []
+    for word in words:
+        key, sep, value = word.partition("=")
+        params.append({"key": key, "value": value if sep else None})
+    return params
+
+
+def parse_os_release(text):
+    """``ID=ubuntu`` / ``VERSION_ID="22.04"`` lines -> {"ID": "ubuntu", "VERSION_ID": "22.04"}."""
+    out = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, _, value = line.partition("=")
+        try:
+            parts = shlex.split(value)
+            value = parts[0] if parts else ""
+        except ValueError:
+            value = value.strip("\"'")
+        out[key.strip()] = value
+    if not out:
+        raise ValueError("no KEY=value line")
+    return out
+
+
+def _unescape_mount(field):
+    # /proc/self/mounts escapes space, tab, newline and backslash as octal: "\040".
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def parse_mounts(text):
+    """/proc/self/mounts -> [{device, mountpoint, fstype, options}].
+
+    ``/dev/nvme0n1p1 /raid ext4 rw,relatime 0 0``; lines with fewer than 4 fields are skipped.
+    """
+    out = []
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) < 4:
+            continue
+        out.append({
+            "device": _unescape_mount(fields[0]),
+            "mountpoint": _unescape_mount(fields[1]),
+            "fstype": fields[2],
+            "options": fields[3].split(","),
+        })
+    return out
+
+
+def parse_nvidia_proc_version(text):
+    """``NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.90.07  Fri May 31 09:35:42 UTC 2024`` -> "550.90.07".
+
+    Also the open kernel module: ``NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  550.90.07  Release Build ...``.
+    """
+    match = re.search(r"NVRM version:.*?Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)\b", text)
+    if not match:
+        raise ValueError("no 'NVRM version: ... Kernel Module <version>'")
+    return match.group(1)
+
+
+def parse_version(text):
+    """``550.90.07`` -> "550.90.07" (a dotted version on one line)."""
+    text = text.strip()
+    if not re.match(r"^\d+(?:\.\d+)+$", text):
+        raise ValueError("not a dotted version")
+    return text
+
+
+def parse_colon_fields(text):
+    """``Model: \\t\\t NVIDIA H100 80GB HBM3`` lines -> {"Model": "NVIDIA H100 80GB HBM3", ...}."""
+    out = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip():
+            out[key.strip()] = value.strip()
+    if not out:
+        raise ValueError("no 'Key: value' line")
+    return out
+
+
+def parse_hex_id(text):
+    """``0x10de`` -> "0x10de" (normalised lower case)."""
+    text = text.strip().lower()
+    if not re.match(r"^0x[0-9a-f]+$", text):
+        raise ValueError("not a hex id")
+    return text
+
+
+def parse_link_width(text):
+    """``16`` -> 16; ``x16`` -> 16 (some kernels)."""
+    return int(text.strip().lstrip("x"))
