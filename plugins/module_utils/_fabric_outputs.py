@@ -174,19 +174,24 @@ def summary_text(doc):
     loose = [b for b in doc["blocks"] if b["su"] is None]
     if loose:
         lines.append("  no SU  " + " ".join("%s=%d" % (b["name"], b["size"]) for b in loose))
-    lines.append("Anomalies: " + (", ".join("%s %d" % (k, v) for k, v in s["anomalies"].items()) or "none"))
-    shown = 0
+    lines.append("Anomalies by kind (all of them in fabric.json `anomalies`):" if s["anomalies"] else "Anomalies: none")
+    by_kind = {}
     for a in doc["anomalies"]:
-        if a["severity"] == "info" or a["kind"] == "unnamed_hca":
-            continue
-        if shown == 12:
-            lines.append("  ... see fabric.json for the rest")
-            break
-        lines.append("  [%s] %s" % (a["kind"], a["message"]))
-        shown += 1
+        by_kind.setdefault(a["kind"], []).append(a)
+    for kind, count in s["anomalies"].items():
+        items = by_kind[kind]
+        hosts = sorted(set(a["host"] for a in items if a["host"]), key=natural_key)
+        lines.append("  %-20s %4d%s" % (kind, count, ("  hosts: " + _short_list(hosts)) if hosts else ""))
+        lines.append("    e.g. " + items[0]["message"])
     if s["warnings"]:
         lines.append("Parser/model warnings: %d (in fabric.json `warnings`)" % s["warnings"])
     return "\n".join(lines) + "\n"
+
+
+def _short_list(names, limit=6):
+    if len(names) <= limit:
+        return ", ".join(names)
+    return "%s and %d more" % (", ".join(names[:limit]), len(names) - limit)
 
 
 def render(doc, topology_statuses=("green",), block_sizes=None):
