@@ -673,6 +673,8 @@ def _fabricmanager(ctx):
     if required is None:
         required = ctx.need(nv.get("nvswitch_present"), ["proc/driver/nvidia-nvswitch*"], "NVSwitch presence")
     if not required:
+        if not ctx.facts.get("gpus"):
+            raise Skip("no data: no GPU found")
         return "pass", {"nvswitches": nv.get("nvswitch_count")}, {"required": False}, "not required: no NVSwitch"
     driver = _profile.section(ctx.profile, "nvidia", "driver_version") or nv.get("driver_version")
     failures, unknown, observed = [], [], {"nvswitches": nv.get("nvswitch_count")}

@@ -1,0 +1,228 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: validate_node
+short_description: Evaluate every validation check of a node profile in one call
+version_added: 0.1.0
+description:
+  - Reads the node's hardware and kernel state through O(root) (the same collector as
+    M(gpufleet.provision.node_facts)), evaluates every check of the gate against O(profile) and the
+    inputs a role collected with standard modules, and returns one report.
+  - All checks run in this one process; nothing on the node is changed.
+  - A check without data is V(skip) with a reason starting with C(no data), never V(pass). A check
+    listed in the profile's C(require) (and every enabled active probe) turns a skip into V(fail).
+  - Check ids (C(kernel.cmdline), C(pcie.acs), ...) are a stable interface; see docs/checks.md.
+author:
+  - gpufleet maintainers
+options:
+  root:
+    description:
+      - Root of the file system to read C(sys/), C(proc/), C(etc/) and C(dev/) from.
+      - V(/) on a live host; a captured tree or a lab twin's hardware view otherwise.
+    type: path
+    default: /
+  profile:
+    description:
+      - The node profile (golden manifest) as a mapping; see docs/profile.md and
+        C(inventories/profiles/*.yml).
+      - Validated strictly, an unknown key or a value of the wrong type fails the task naming the key.
+    type: dict
+    required: true
+  packages:
+    description:
+      - Installed packages as C(ansible.builtin.package_facts) returns them in C(ansible_facts.packages).
+      - Omitted, the checks that need them report no data.
+    type: dict
+  services:
+    description:
+      - Services as C(ansible.builtin.service_facts) returns them in C(ansible_facts.services).
+    type: dict
+  outputs:
+    description:
+      - Captured command output by name, for example C(nvidia_smi_q) (C(nvidia-smi -q)), C(ofed_info)
+        (C(ofed_info -s)), C(modinfo_mlx5_core) (C(modinfo -F vermagic mlx5_core)),
+        C(apt_mark_showhold), C(mlxconfig_<pci>) (C(mlxconfig -d <pci> q ATS_ENABLED)),
+        C(nccl_debug) and C(h2d_bandwidth) (active probes).
+    type: dict
+    default: {}
+  output_errors:
+    description:
+      - Why an output could not be collected, by output name (for example C(command not found)).
+        Used in the reason of the checks that then have no data.
+    type: dict
+    default: {}
+  node:
+    description:
+      - Node name in the report, the JUnit suite and the Prometheus labels (the role passes
+        C(inventory_hostname)).
+      - Defaults to the host name under O(root) (C(etc/hostname)), else the local host name.
+    type: str
+attributes:
+  check_mode:
+    support: full
+    description: Reads only; the same report is returned in check mode.
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+    description: Never changes anything on the node.
+notes:
+  - Runtime of the non-probe checks on the reference HGX tree is well under 100 ms (benchmarks/validate_bench.py).
+seealso:
+  - module: gpufleet.provision.node_facts
+"""
+
+EXAMPLES = r"""
+- name: Validate a node against the HGX H100 profile
+  gpufleet.provision.validate_node:
+    profile: "{{ lookup('ansible.builtin.file', 'inventories/profiles/hgx-h100.yml') | from_yaml }}"
+    packages: "{{ ansible_facts.packages }}"
+    services: "{{ ansible_facts.services }}"
+    outputs:
+      nvidia_smi_q: "{{ nvidia_smi_q.stdout }}"
+    node: "{{ inventory_hostname }}"
+  register: validation
+
+- name: Evaluate a captured tree (no host state read)
+  gpufleet.provision.validate_node:
+    root: /srv/captures/node001
+    profile:
+      name: smoke
+      kernel:
+        release: 6.8.0-45-generic
+"""
+
+RETURN = r"""
+report:
+  description: The validation report.
+  returned: success
+  type: dict
+  contains:
+    status:
+      description: V(pass) when no check failed or errored, else V(fail).
+      type: str
+      sample: fail
+    node:
+      description: Node name.
+      type: str
+      sample: node001
+    profile:
+      description: The profile's C(name).
+      type: str
+      sample: hgx-h100
+    failed:
+      description: Ids of the checks that failed or errored.
+      type: list
+      elements: str
+      sample: [kernel.cmdline]
+    counts:
+      description: Number of checks per status.
+      type: dict
+      sample: {pass: 27, fail: 1, skip: 2, error: 0}
+    checks:
+      description: One entry per check id, in a stable order.
+      type: list
+      elements: dict
+      sample:
+        - id: kernel.cmdline
+          status: fail
+          observed: {raw: "... hugepagesz=1G hugepages=16 hugepages=16"}
+          expected: {required: [intel_iommu=on]}
+          reason: "hugepages=16 (proc/cmdline) has no hugepagesz= before it"
+          prevents: "hugepages= twice (the kernel ignores the second ...)"
+          remedy: "role gpufleet.provision.kernel: fix GRUB_CMDLINE_LINUX, update-grub, reboot"
+facts:
+  description: The facts the checks were evaluated on (schema of C(ansible_facts.gpufleet), docs/facts.md).
+  returned: success
+  type: dict
+junit:
+  description: The report as a JUnit XML document, one testcase per check.
+  returned: success
+  type: str
+prometheus:
+  description: The report in the Prometheus textfile-collector format (C(gpufleet_check{node,check})).
+  returned: success
+  type: str
+summary:
+  description: One line for the play output, naming the failing check ids.
+  returned: success
+  type: str
+  sample: "node001 QUARANTINE (profile hgx-h100): kernel.cmdline [29 pass, 1 fail, 0 error, 2 skip]"
+"""
+
+import os
+import socket
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpufleet.provision.plugins.module_utils import _checks
+from ansible_collections.gpufleet.provision.plugins.module_utils import _profile
+from ansible_collections.gpufleet.provision.plugins.module_utils import _report
+from ansible_collections.gpufleet.provision.plugins.module_utils._facts import collect
+from ansible_collections.gpufleet.provision.plugins.module_utils._fs import Root
+
+
+def _node_name(fs, given):
+    if given:
+        return given
+    name = fs.read("etc/hostname", optional=True)
+    return name.split()[0] if name else socket.gethostname()
+
+
+def run(params):
+    """Validate the profile, collect facts, evaluate. Returns the module result (raises ProfileError)."""
+    profile = _profile.validate(params["profile"], _checks.CHECK_IDS)
+    root = params["root"] or "/"
+    if not os.path.isdir(root):
+        raise _profile.ProfileError("root %s: not a directory" % root)
+    facts, warnings = collect(root)
+    fs = Root(root)
+    inputs = _checks.Inputs(facts, profile, packages=params.get("packages"), services=params.get("services"),
+                            outputs=params.get("outputs"), output_errors=params.get("output_errors"),
+                            grub=_checks.read_grub_sources(fs))
+    report = _checks.evaluate(inputs, node=_node_name(fs, params.get("node")))
+    return {
+        "changed": False,
+        "report": report,
+        "facts": facts,
+        "junit": _report.junit(report),
+        "prometheus": _report.prometheus(report, time.time()),
+        "summary": _report.summary(report),
+        "warnings": warnings,
+    }
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            root=dict(type="path", default="/"),
+            profile=dict(type="dict", required=True),
+            packages=dict(type="dict"),
+            services=dict(type="dict"),
+            outputs=dict(type="dict", default={}),
+            output_errors=dict(type="dict", default={}),
+            node=dict(type="str"),
+        ),
+        supports_check_mode=True,
+    )
+    try:
+        result = run(module.params)
+    except _profile.ProfileError as exc:
+        module.fail_json(msg=str(exc))
+    warnings = result.pop("warnings")
+    for line in warnings:
+        module.warn(line)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
