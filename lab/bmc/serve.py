@@ -301,6 +301,18 @@ def build_app(args):
             run_hook(args, bios)
         return response
 
+    original_root = app.view_functions["root_resource"]
+
+    def root_resource():
+        # sushy's root has no SessionService; ours accepts sessions (FaultAndSessionMiddleware).
+        response = original_root()
+        data = json.loads(response.get_data())
+        data["SessionService"] = {"@odata.id": "/redfish/v1/SessionService"}
+        data.setdefault("Links", {})["Sessions"] = {"@odata.id": "/redfish/v1/SessionService/Sessions"}
+        data["Registries"] = {"@odata.id": "/redfish/v1/Registries"}
+        return _json(data)
+
+    app.view_functions["root_resource"] = root_resource
     app.view_functions["system_resource"] = system_resource
     app.view_functions["system_reset_action"] = system_reset_action
 

@@ -1,0 +1,62 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+
+class ModuleDocFragment(object):
+    # Connection options shared by redfish_bios and redfish_power.
+    DOCUMENTATION = r'''
+options:
+  baseurl:
+    description:
+      - Base URL of the BMC, for example C(https://10.0.0.5) or C(https://bmc01.example.net:8443).
+      - Everything else is found by following links from C(/redfish/v1).
+    type: str
+    required: true
+  username:
+    description: BMC account name.
+    type: str
+    required: true
+  password:
+    description:
+      - BMC account password. Never logged, never part of an error message.
+    type: str
+    required: true
+  validate_certs:
+    description:
+      - Verify the BMC's TLS certificate. BMCs often carry self-signed certificates; prefer giving
+        their CA in O(ca_path). Setting this to V(false) is an explicit opt-out.
+    type: bool
+    default: true
+  ca_path:
+    description: PEM file with the CA certificate(s) that signed the BMC certificate.
+    type: path
+  timeout:
+    description: Seconds to wait for each HTTP answer.
+    type: int
+    default: 30
+  retries:
+    description:
+      - How many times a request is retried after a timeout, a connection error or an HTTP 5xx
+        answer (503 included), with exponential backoff (0.5 s, 1 s, 2 s ... at most 16 s; a
+        C(Retry-After) header is honoured up to that bound). 4xx answers are never retried.
+    type: int
+    default: 3
+  auth:
+    description:
+      - V(basic) sends HTTP basic authentication with every request.
+      - V(session) opens a Redfish session (C(Links.Sessions) of the service root), uses its
+        C(X-Auth-Token) and deletes the session at the end.
+    type: str
+    choices: [basic, session]
+    default: basic
+  system_id:
+    description:
+      - C(Id) (or C(@odata.id)) of the ComputerSystem to manage. Needed only when the BMC
+        exposes several systems; the task fails and lists them when it is needed and missing.
+    type: str
+'''

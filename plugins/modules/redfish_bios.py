@@ -1,0 +1,287 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+module: redfish_bios
+short_description: Set BIOS attributes through a BMC's Redfish API, telling pending from current
+version_added: 0.1.0
+description:
+  - Finds the system from C(/redfish/v1/Systems), follows its C(Bios) link and the
+    C(@Redfish.Settings.SettingsObject) link (C(/Bios/Settings), C(/Bios/Pending), C(/BIOS/Settings)...),
+    never building vendor URLs by hand.
+  - Desired values come as raw vendor O(attributes) and/or portable O(settings) translated through
+    the vendor profile (Dell, HPE, Lenovo, Supermicro, AMI/HGX) detected from the system's Manufacturer.
+  - Before any write, every name and value is checked against the BMC's BIOS attribute registry
+    when it publishes one; an unknown name or value fails the task, names the allowed values and
+    writes nothing.
+  - Each desired attribute is compared with the current AND the pending values. Already current is
+    ok; already pending gives C(changed=false) and RV(reboot_required=true); only differing attributes
+    are PATCHed, with C(@Redfish.SettingsApplyTime) C(OnReset) where the BMC lists it.
+  - Dell iDRAC applies pending values only through a BIOS configuration job; the module creates it
+    and fails when the job is stuck (C(Scheduled) with C(Job processing initialization failure.)).
+  - O(state=verify) (after the reboot) fails when any desired attribute is not current, listing each
+    one with expected and actual values.
+  - The module never reboots; see M(gpufleet.provision.redfish_power) and the C(bios) role.
+author: gpufleet maintainers
+extends_documentation_fragment:
+  - gpufleet.provision.redfish
+attributes:
+  check_mode:
+    support: full
+    details: Reads the BMC and predicts the PATCH (and the Dell job) without sending it.
+  diff_mode:
+    support: full
+    details: Shows each attribute written, before (pending, else current) and after.
+  idempotent:
+    support: full
+    details: A second run while the change is pending reports C(changed=false) and RV(reboot_required=true).
+options:
+  vendor:
+    description:
+      - Vendor profile used to translate O(settings) and to know vendor rules (Dell config job,
+        Dell C(SysProfile=Custom) before processor power settings).
+      - V(auto) detects it from the ComputerSystem C(Manufacturer).
+    type: str
+    choices: [auto, ami, dell, hpe, lenovo, supermicro]
+    default: auto
+  attributes:
+    description: Raw BIOS attributes, vendor names and values, for example C({LogicalProc: Enabled}).
+    type: dict
+  settings:
+    description: Portable settings translated through the vendor profile.
+    type: dict
+    suboptions:
+      snc:
+        description: Sub-NUMA clustering (Intel SNC) or AMD NUMA nodes per socket.
+        type: str
+        choices: ["off", snc2, snc4, nps1, nps2, nps4]
+      hyperthreading:
+        description: Simultaneous multithreading.
+        type: bool
+      vtx:
+        description: CPU virtualization (VT-x / AMD-V).
+        type: bool
+      vtd:
+        description: IOMMU (VT-d / AMD-Vi).
+        type: bool
+      sriov:
+        description: SR-IOV support.
+        type: bool
+      acs:
+        description: PCIe Access Control Services, where the BIOS has a switch for it.
+        type: bool
+      power_profile:
+        description: System power/performance profile.
+        type: str
+        choices: [performance, efficiency, custom]
+  state:
+    description:
+      - V(present) writes what differs (pending until the next reset).
+      - V(verify) writes nothing and fails unless every desired attribute is current.
+    type: str
+    choices: [present, verify]
+    default: present
+  apply_time:
+    description:
+      - V(OnReset) sends C(@Redfish.SettingsApplyTime) C(OnReset) when the BIOS resource lists it in
+        C(SupportedApplyTimes); V(omit) never sends it.
+    type: str
+    choices: [OnReset, omit]
+    default: OnReset
+notes:
+  - Run it on the controller (C(delegate_to: localhost)): it talks to the BMC, not to the node.
+  - Attribute names and values differ by vendor and BIOS version. The registry check is the
+    authority; profile names marked unverified in docs/redfish.md are defaults.
+seealso:
+  - module: gpufleet.provision.redfish_power
+'''
+
+EXAMPLES = r'''
+- name: SNC4, hyper-threading and VT-d on, whatever the vendor
+  gpufleet.provision.redfish_bios:
+    baseurl: "https://{{ gpufleet_bmc_address }}"
+    username: "{{ gpufleet_bmc_username }}"
+    password: "{{ gpufleet_bmc_password }}"
+    ca_path: /etc/gpufleet/bmc-ca.pem
+    settings: {snc: snc4, hyperthreading: true, vtd: true}
+  delegate_to: localhost
+  register: bios
+
+- name: Raw Dell attributes (SysProfile=Custom is added first for ProcCStates)
+  gpufleet.provision.redfish_bios:
+    baseurl: https://10.0.0.5
+    username: root
+    password: "{{ vault_idrac_password }}"
+    attributes: {ProcCStates: Disabled, SubNumaCluster: 4WayClustering}
+  delegate_to: localhost
+
+- name: After the reboot, every attribute must be current
+  gpufleet.provision.redfish_bios:
+    baseurl: https://10.0.0.5
+    username: root
+    password: "{{ vault_idrac_password }}"
+    settings: {snc: snc4, hyperthreading: true, vtd: true}
+    state: verify
+  delegate_to: localhost
+'''
+
+RETURN = r'''
+vendor:
+  description: Vendor profile used.
+  returned: success
+  type: str
+  sample: dell
+current:
+  description: Current BIOS attributes as read before any write.
+  returned: success
+  type: dict
+  sample: {LogicalProc: Enabled, SubNumaCluster: Disabled}
+pending:
+  description: Pending BIOS attributes after the task (what the next reset applies).
+  returned: success
+  type: dict
+  sample: {SubNumaCluster: 4WayClustering}
+desired:
+  description: Raw attributes the task wants, dependencies first (Dell C(SysProfile)).
+  returned: success
+  type: dict
+  sample: {SubNumaCluster: 4WayClustering, LogicalProc: Enabled}
+changed_attributes:
+  description: Attributes PATCHed by this run (or that would be, in check mode).
+  returned: success
+  type: dict
+  sample: {SubNumaCluster: 4WayClustering}
+already_pending:
+  description: Desired attributes already pending from an earlier run, not written again.
+  returned: success
+  type: list
+  elements: str
+  sample: [SubNumaCluster]
+reboot_required:
+  description: A reset is needed for the desired values to become current.
+  returned: success
+  type: bool
+  sample: true
+diff:
+  description:
+    - Attributes this run writes; before is the value the next reset would have applied
+      (pending if any, else current), after the desired one.
+  returned: success
+  type: dict
+  sample: {before: {SubNumaCluster: Disabled}, after: {SubNumaCluster: 4WayClustering}}
+job:
+  description: Dell BIOS configuration job URI created or found scheduled, else null.
+  returned: success
+  type: str
+  sample: /redfish/v1/Managers/iDRAC.Embedded.1/Jobs/JID_878623579002
+failures:
+  description: With O(state=verify), each attribute not current after the reboot.
+  returned: failure
+  type: list
+  elements: dict
+  sample: [{attribute: SubNumaCluster, expected: 4WayClustering, actual: Disabled, pending: 4WayClustering}]
+'''
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpufleet.provision.plugins.module_utils import _bios
+from ansible_collections.gpufleet.provision.plugins.module_utils._redfish import RedfishError, client_from, connection_spec
+
+SETTINGS_SPEC = dict(
+    snc=dict(type="str", choices=list(_bios.SNC_VALUES)),
+    hyperthreading=dict(type="bool"),
+    vtx=dict(type="bool"),
+    vtd=dict(type="bool"),
+    sriov=dict(type="bool"),
+    acs=dict(type="bool"),
+    power_profile=dict(type="str", choices=list(_bios.POWER_PROFILES)),
+)
+
+
+def run(module, client):
+    params = module.params
+    bios = _bios.Bios(client, params["system_id"], params["vendor"])
+    if params["apply_time"] == "omit":
+        bios.apply_times = []
+    settings = dict((k, v) for k, v in (params["settings"] or {}).items() if v is not None)
+    desired = _bios.merge_desired(params["attributes"], _bios.translate(bios.vendor, settings))
+    if not desired:
+        raise _bios.BiosError("nothing to do: give attributes and/or settings")
+    desired, _reasons = _bios.add_dependencies(bios.vendor, desired)
+    registry = bios.load_registry()
+    desired = _bios.coerce(desired, registry)
+    if not registry:
+        module.warn("BMC %s publishes no BIOS attribute registry for %s: names checked against the current "
+                    "attributes only, values unchecked" % (client.name, bios.bios.get("AttributeRegistry")))
+    _bios.validate(client.name, desired, registry, bios.current)
+
+    result = dict(changed=False, vendor=bios.vendor, current=bios.current, desired=desired, job=None)
+    job = bios.bios_job() if bios.needs_job() else None
+    problem = _bios.job_problem(job)
+
+    if params["state"] == "verify":
+        failures = _bios.verify(desired, bios.current, bios.pending)
+        result.update(pending=bios.pending, reboot_required=bool(failures), failures=failures,
+                      changed_attributes={}, already_pending=[], diff=dict(before={}, after={}),
+                      job=job.get("@odata.id") if job else None)
+        if failures:
+            module.fail_json(msg=_bios.format_failures(client.name, failures, problem), **result)
+        return result
+
+    if problem:
+        raise _bios.BiosError("BMC %s: %s" % (client.name, problem))
+    p = _bios.plan(desired, bios.current, bios.pending)
+    to_write = p["to_write"]
+    pending_after = dict(bios.pending)
+    pending_after.update(to_write)
+    job_uri = job.get("@odata.id") if job else None
+    if to_write and job_uri:
+        raise _bios.BiosError("BMC %s: BIOS configuration job %s is already scheduled with other pending values (%s); "
+                              "reboot to apply it (or delete it) before changing %s" % (
+                                  client.name, job.get("Id"), ", ".join(sorted(bios.pending)) or "none",
+                                  ", ".join(sorted(to_write))))
+    # Dell: pending values without a scheduled job are never applied by a reboot.
+    make_job = bios.needs_job() and not job_uri and bool(to_write or p["already_pending"])
+    changed = bool(to_write) or make_job
+    if changed and not module.check_mode:
+        if to_write:
+            job_uri = bios.write(to_write)
+        if make_job and not job_uri:
+            job_uri = bios.create_job()
+        pending_after = client.get(bios.settings_path).get("Attributes") or {}
+    result.update(changed=changed, pending=pending_after, changed_attributes=to_write,
+                  already_pending=p["already_pending"], reboot_required=p["reboot_required"],
+                  diff=p["diff"], job=job_uri)
+    return result
+
+
+def main():
+    argument_spec = connection_spec()
+    argument_spec.update(
+        vendor=dict(type="str", choices=["auto"] + list(_bios.VENDORS), default="auto"),
+        attributes=dict(type="dict"),
+        settings=dict(type="dict", options=SETTINGS_SPEC),
+        state=dict(type="str", choices=["present", "verify"], default="present"),
+        apply_time=dict(type="str", choices=["OnReset", "omit"], default="OnReset"),
+    )
+    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True,
+                           required_one_of=[("attributes", "settings")])
+    try:
+        client = client_from(module.params)
+        try:
+            result = run(module, client)
+        finally:
+            client.logout()
+    except RedfishError as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
