@@ -22,6 +22,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import gc
 import re
 from collections import Counter, defaultdict
 
@@ -208,6 +209,22 @@ def _segment_name(source, index, used):
 
 def analyze(captures, nodes=None, lldp=None, plan=None, suspicious_hostnames=DEFAULT_SUSPICIOUS_HOSTNAMES,
             non_compute_patterns=DEFAULT_NON_COMPUTE_PATTERNS):
+    """Build the fabric document (see ``_analyze``).
+
+    The model allocates hundreds of thousands of small dicts and no reference cycles; Python's
+    cyclic collector would rescan them all again and again (cost growing faster than the fabric),
+    so it is paused while the model is built.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _analyze(captures, nodes, lldp, plan, suspicious_hostnames, non_compute_patterns)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _analyze(captures, nodes, lldp, plan, suspicious_hostnames, non_compute_patterns):
     """Build the fabric document.
 
     captures: list of ``_ibnetdiscover.parse`` results (one per fabric segment).
@@ -529,6 +546,7 @@ def analyze(captures, nodes=None, lldp=None, plan=None, suspicious_hostnames=DEF
             rails_by_segment[switches[leaf]["segment"]].add(r)
 
     # ---- 6. per-host rails, SU, miscabling, missing rails
+    unnamed_on = Counter(a["switch"] for a in anomalies if a["kind"] == "unnamed_hca" and a["host"] is None)
     nodes_out = {}
     for host in sorted(hosts, key=natural_key):
         h = hosts[host]
@@ -582,7 +600,10 @@ def analyze(captures, nodes=None, lldp=None, plan=None, suspicious_hostnames=DEF
         su_rails = set(sus[host_su]["leaves"]) if host_su in sus else set()
         for r in sorted(expected_rails - reached):
             if r in su_rails:
-                why = "its SU %s has leaf %s for it, but no NIC of this host reaches the fabric on it" % (host_su, sus[host_su]["leaves"][r])
+                leaf = sus[host_su]["leaves"][r]
+                why = "its SU %s has leaf %s for it, but no NIC of this host reaches the fabric on it" % (host_su, leaf)
+                if unnamed_on.get(leaf):
+                    why += " (%d adapter(s) with no node description sit on that leaf: one may be it)" % unnamed_on[leaf]
             else:
                 why = "its SU %s has no leaf for rail %s at all (leaf absent from the capture)" % (host_su, r)
             anomalies.append(_anomaly("missing_rail", "%s has no NIC on rail %s: %s" % (host, r, why),
@@ -726,23 +747,22 @@ def _link_anomalies(switches, hosts, isl_links, sus, leaf_su, anomalies):
     for h in hosts.values():
         for n in h["nics"] + h["other"]:
             host_rates[n["segment"]].append(link_gbps(n["width"], n["speed"]))
-    for seg, rates in host_rates.items():
-        norm = _mode(rates)
-        if norm is None:
-            continue
-        for host, h in hosts.items():
-            for n in h["nics"] + h["other"]:
-                rate = link_gbps(n["width"], n["speed"])
-                if n["segment"] == seg and rate is not None and rate < norm:
-                    anomalies.append(_anomaly(
-                        "link_degraded", "%s %s on %s port %s runs at %sx%s (%g Gb/s), below the fabric's %g Gb/s"
-                        % (host, n["hca"], n["leaf"], n["port"], n["width"], n["speed"], rate, norm),
-                        host=host, hca=n["hca"], switch=n["leaf"], port=n["port"], segment=seg))
+    host_norm = dict((seg, _mode(rates)) for seg, rates in host_rates.items())
+    for host, h in hosts.items():
+        for n in h["nics"] + h["other"]:
+            norm = host_norm.get(n["segment"])
+            rate = link_gbps(n["width"], n["speed"])
+            if norm is not None and rate is not None and rate < norm:
+                anomalies.append(_anomaly(
+                    "link_degraded", "%s %s on %s port %s runs at %sx%s (%g Gb/s), below the fabric's %g Gb/s"
+                    % (host, n["hca"], n["leaf"], n["port"], n["width"], n["speed"], rate, norm),
+                    host=host, hca=n["hca"], switch=n["leaf"], port=n["port"], segment=n["segment"]))
     isl_rates = defaultdict(list)
     for (seg, sa, pa, sb, pb, width, speed) in isl_links:
         isl_rates[seg].append(link_gbps(width, speed))
+    isl_norm = dict((seg, _mode(rates)) for seg, rates in isl_rates.items())
     for (seg, sa, pa, sb, pb, width, speed) in isl_links:
-        norm = _mode(isl_rates[seg])
+        norm = isl_norm[seg]
         rate = link_gbps(width, speed)
         if norm is not None and rate is not None and rate < norm:
             anomalies.append(_anomaly(
@@ -754,10 +774,11 @@ def _link_anomalies(switches, hosts, isl_links, sus, leaf_su, anomalies):
         if sw["tier"] == "leaf":
             for up, count in sw["uplinks"].items():
                 per_pair[sw["segment"]].append(count)
+    pair_norm = dict((seg, _mode(counts)) for seg, counts in per_pair.items())
     for sw in sorted(switches.values(), key=lambda s: natural_key(s["name"])):
         if sw["tier"] != "leaf" or sw["segment"] == "roce":
             continue
-        norm = _mode(per_pair[sw["segment"]])
+        norm = pair_norm.get(sw["segment"])
         su = leaf_su.get(sw["name"])
         peers = [l for l in (sus[su]["leaves"].values() if su in sus else []) if l != sw["name"]]
         expected = set()

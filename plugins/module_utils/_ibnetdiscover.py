@@ -28,6 +28,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import gc
 import re
 
 # Node line: Switch/Ca/Rt, port count, quoted id, then an optional comment with the description.
@@ -63,6 +64,18 @@ def _guid(text):
 
 
 def parse(text, source="<text>"):
+    """Parse one capture (the cyclic garbage collector is paused meanwhile: no cycles are made, and
+    rescanning the growing node table would make the cost grow faster than the capture)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _parse(text, source)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _parse(text, source):
     """Parse one capture.
 
     Returns a dict::
