@@ -1,0 +1,146 @@
+"""ibnetdiscover parser: the real SuperPOD capture line by line, and broken input.
+
+Expected figures were counted by hand on the capture with grep/awk, e.g.
+  grep -c '^Switch' -> 40, grep -c '^Ca' -> 582, grep -c '^\\[' -> 2228, grep -c '^$' -> 623,
+  grep -c '^#' -> 4, wc -l -> 5965; header lines: vendid/devid/sysimgguid 622 each, switchguid 40,
+  caguid 582; switch-to-switch port lines 1064 (each link written from both ends: 532 links).
+"""
+import os
+
+from hypothesis import given, settings, strategies as st
+
+from ansible_collections.gpufleet.provision.plugins.module_utils._ibnetdiscover import parse, parse_file
+
+SUPERPOD = os.path.join("ibnetdiscover", "superpod-h100-example.out")
+GB200 = os.path.join("ibnetdiscover", "gb200-unset-descriptions.out")
+
+
+def test_real_capture_every_line_accounted(realdata):
+    cap = parse_file(os.path.join(realdata, SUPERPOD))
+    lines = cap["lines"]
+    assert lines == {"total": 5965, "blank": 623, "comment": 4, "header": 622 * 3 + 40 + 582,
+                     "node": 622, "port": 2228, "unparsed": 0}
+    assert sum(v for k, v in lines.items() if k != "total") == lines["total"]
+    assert cap["warnings"] == []
+
+
+def test_real_capture_nodes_and_links(realdata):
+    cap = parse_file(os.path.join(realdata, SUPERPOD))
+    kinds = [n["kind"] for n in cap["nodes"].values()]
+    assert kinds.count("switch") == 40
+    assert kinds.count("ca") == 582
+    # 582 adapter links + 1064 / 2 switch links, every one seen from both ends.
+    assert len(cap["links"]) == 582 + 532
+    assert all(link["confirmed"] for link in cap["links"])
+    assert set((link["width"], link["speed"]) for link in cap["links"]) == {(4, "NDR")}
+    leaf = cap["nodes"]["2c5eab0300b87b40"]
+    assert leaf["desc"] == "MF0;A09-P1-IBLEAF-04-04:MQM9701/U1"
+    assert (leaf["kind"], leaf["nports"], leaf["lid"], leaf["line"]) == ("switch", 65, 73, 10)
+    ufm = cap["nodes"]["5c25730300d765c8"]
+    assert (ufm["kind"], ufm["desc"]) == ("ca", "B11-P1-CUFM-02 mlx5_1")
+    unnamed = [n for n in cap["nodes"].values() if n["desc"] == "MT4129 ConnectX7   Mellanox Technologies"]
+    assert len(unnamed) == 69
+    sharp = [n for n in cap["nodes"].values() if n["desc"] == "Mellanox Technologies Aggregation Node"]
+    assert len(sharp) == 40
+
+
+def test_gb200_adapter_without_link_is_reported(realdata):
+    cap = parse_file(os.path.join(realdata, GB200))
+    assert cap["lines"]["node"] == 1 and cap["lines"]["port"] == 0 and cap["lines"]["unparsed"] == 0
+    node = cap["nodes"]["b8e92403009ca838"]
+    assert node["desc"] == "dgx-gb200-n01-c1 HCA-1"
+    assert len(cap["warnings"]) == 1
+    assert ":10: Ca b8e92403009ca838" in cap["warnings"][0] and "no connected port" in cap["warnings"][0]
+
+
+GOOD = """\
+vendid=0x2c9
+devid=0xd2f2
+sysimgguid=0x1000
+switchguid=0x1000(1000)
+Switch\t65 "S-0000000000001000"\t\t# "MF0;leaf1:MQM9701/U1" enhanced port 0 lid 1 lmc 0
+[1]\t"H-0000000000002000"[1](0000000000002000) \t\t# "node01 mlx5_0" lid 2 4xNDR
+[2]\t"H-0000000000003000"[1](0000000000003000) \t\t# "node02 mlx5_0" lid 3 4xNDR
+
+vendid=0x2c9
+devid=0x1021
+sysimgguid=0x2000
+caguid=0x2000
+Ca\t1 "H-0000000000002000"\t\t# "node01 mlx5_0"
+[1](0000000000002000) \t"S-0000000000001000"[1]\t\t# lid 2 lmc 0 "MF0;leaf1:MQM9701/U1" lid 1 4xNDR
+
+vendid=0x2c9
+devid=0x1021
+sysimgguid=0x3000
+caguid=0x3000
+Ca\t1 "H-0000000000003000"\t\t# "node02 mlx5_0"
+[1](0000000000003000) \t"S-0000000000001000"[2]\t\t# lid 3 lmc 0 "MF0;leaf1:MQM9701/U1" lid 1 4xNDR
+"""
+
+
+def test_small_capture_parses_clean():
+    cap = parse(GOOD, "good.out")
+    assert cap["warnings"] == []
+    assert len(cap["links"]) == 2 and all(l["confirmed"] for l in cap["links"])
+
+
+def test_garbled_lines_give_numbered_warnings():
+    lines = GOOD.splitlines()
+    lines[5] = '[1]\t"H-00000000000020'           # truncated in the middle of a port line (line 6)
+    lines[12] = "Ca\tbroken line"                   # garbled node line (line 13)
+    lines.insert(14, "\x00\x01 binary noise")      # noise (line 15)
+    cap = parse("\n".join(lines) + "\n", "bad.out")
+    text = "\n".join(cap["warnings"])
+    assert "bad.out:6: garbled port line" in text
+    assert "bad.out:13: unrecognised line" in text
+    assert "bad.out:14: port line outside a Switch/Ca block" in text   # its Ca line was lost
+    assert "bad.out:15: unrecognised line" in text
+    assert cap["lines"]["unparsed"] == 4
+    assert sum(v for k, v in cap["lines"].items() if k != "total") == cap["lines"]["total"]
+
+
+def test_truncated_capture_reports_dangling_links():
+    cut = GOOD[:GOOD.index("vendid=0x2c9\ndevid=0x1021\nsysimgguid=0x3000")]
+    cap = parse(cut, "cut.out")
+    assert any("cut.out:7: link to 0000000000003000 which has no block of its own" in w for w in cap["warnings"])
+
+
+def test_duplicate_node_and_port_are_warned():
+    dup = GOOD + "\n" + GOOD.split("\n\n")[1] + "\n"
+    cap = parse(dup, "dup.out")
+    assert any("appears twice (first at line 13)" in w for w in cap["warnings"])
+
+
+def test_degraded_and_unknown_speed_are_kept():
+    # node02's link, written from both ends, at 2xHDR instead of 4xNDR
+    text = GOOD.replace('"node02 mlx5_0" lid 3 4xNDR', '"node02 mlx5_0" lid 3 2xHDR')
+    text = text.replace('[2]\t\t# lid 3 lmc 0 "MF0;leaf1:MQM9701/U1" lid 1 4xNDR', '[2]\t\t# lid 3 lmc 0 "MF0;leaf1:MQM9701/U1" lid 1 2xHDR')
+    cap = parse(text, "slow.out")
+    link = [l for l in cap["links"] if "0000000000003000" in (l["a"], l["b"])][0]
+    assert (link["width"], link["speed"]) == (2, "HDR")
+    assert cap["warnings"] == []
+    cap = parse(text.replace("2xHDR", "4xZZR"), "odd.out")
+    assert any("unknown link speed 'ZZR'" in w for w in cap["warnings"])
+
+
+def test_ends_disagreeing_on_rate_are_warned():
+    text = GOOD.replace('"node02 mlx5_0" lid 3 4xNDR', '"node02 mlx5_0" lid 3 2xHDR')
+    cap = parse(text, "half.out")
+    assert any("half.out:21: the two ends of" in w and "disagree" in w for w in cap["warnings"])
+
+
+def test_not_text_is_a_clear_error():
+    import pytest
+    from ansible_collections.gpufleet.provision.plugins.module_utils._ibnetdiscover import IbnetdiscoverParseError
+    with pytest.raises(IbnetdiscoverParseError, match="x.out: expected text"):
+        parse(b"bytes", "x.out")
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from(GOOD.splitlines() + ["", "#", "[", "Switch", "Ca 1 \"H-", "vendid=", "\t", "[9](1) \"S-1\"[1]"]),
+                max_size=60))
+def test_any_shuffle_of_lines_never_raises_and_accounts_every_line(lines):
+    cap = parse("\n".join(lines), "fuzz.out")
+    counts = cap["lines"]
+    assert sum(v for k, v in counts.items() if k != "total") == counts["total"]
+    assert counts["unparsed"] <= len([w for w in cap["warnings"]])
