@@ -149,7 +149,10 @@ class RedfishClient:
                 reason = exc.reason
                 if isinstance(reason, (ssl.SSLError, ssl.CertificateError)):
                     raise self._tls_error(reason)
-                last = "cannot connect (%s)" % (reason,)
+                if isinstance(reason, (socket.timeout, TimeoutError)):
+                    last = "no answer within %ss (timed out)" % self.timeout
+                else:
+                    last = "cannot connect (%s)" % (reason,)
                 self._backoff(attempt, attempts, None)
                 continue
             except (socket.timeout, TimeoutError) as exc:
