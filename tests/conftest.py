@@ -5,7 +5,9 @@
 - ``unpacked_tree(name)``: unpacks tests/fixtures/trees/<name>.ttar into a temporary folder.
 """
 import os
+import shutil
 import sys
+import tempfile
 
 import pytest
 
@@ -25,15 +27,24 @@ for path in (BUILD, REPO):
 from lab.hw import ttar  # noqa: E402  (needs sys.path above)
 
 
+# A tree has thousands of small files: on tmpfs they unpack 15x faster than on the disk.
+FAST_TMP = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
+
+
 @pytest.fixture
-def unpacked_tree(tmp_path):
-    """Factory: unpacked_tree("hgx-h100-ref") -> path of a fresh copy of that captured tree."""
+def unpacked_tree():
+    """Factory: unpacked_tree("hgx-h100-ref") -> path of a fresh, writable copy of that captured tree."""
+    made = []
+
     def _unpack(name):
-        dest = tmp_path / name
+        dest = tempfile.mkdtemp(prefix="gpufleet-%s-" % name, dir=FAST_TMP)
+        made.append(dest)
         with open(os.path.join(TREES, name + ".ttar")) as handle:
-            ttar.unpack(handle.read(), str(dest))
-        return str(dest)
-    return _unpack
+            ttar.unpack(handle.read(), dest)
+        return dest
+    yield _unpack
+    for path in made:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

@@ -45,11 +45,11 @@ class Root:
     def isdir(self, rel):
         return os.path.isdir(self.join(rel))
 
-    def read_bytes(self, rel, optional=False, limit=1 << 20):
+    def read_bytes(self, rel, optional=False):
         """Bytes of ``rel`` or None. ``optional``: absence is normal, so it is no problem."""
         try:
             with open(self.join(rel), "rb") as handle:
-                return handle.read(limit)
+                return handle.read()
         except (IOError, OSError) as exc:
             if exc.errno in (errno.ENOENT, errno.ENOTDIR):
                 if not optional:
