@@ -761,10 +761,13 @@ def _link_anomalies(switches, hosts, isl_links, sus, leaf_su, anomalies):
     for (seg, sa, pa, sb, pb, width, speed) in isl_links:
         isl_rates[seg].append(link_gbps(width, speed))
     isl_norm = dict((seg, _mode(rates)) for seg, rates in isl_rates.items())
+    order = {"leaf": 0, "spine": 1, "core": 2}
     for (seg, sa, pa, sb, pb, width, speed) in isl_links:
         norm = isl_norm[seg]
         rate = link_gbps(width, speed)
         if norm is not None and rate is not None and rate < norm:
+            if order.get(switches[sa]["tier"], 9) > order.get(switches[sb]["tier"], 9):
+                sa, pa, sb, pb = sb, pb, sa, pa  # name the lower switch first: leaf port -> spine port
             anomalies.append(_anomaly(
                 "link_degraded", "link %s port %s <-> %s port %s runs at %sx%s (%g Gb/s), below the fabric's %g Gb/s"
                 % (sa, pa, sb, pb, width, speed, rate, norm), switch=sa, port=pa, peer=sb, peer_port=pb, segment=seg))
