@@ -23,12 +23,6 @@ description:
 author:
   - gpufleet maintainers
 options:
-  root:
-    description:
-      - Root of the file system to read C(sys/), C(proc/), C(etc/) and C(dev/) from.
-      - V(/) on a live host; a captured tree or a lab twin's hardware view otherwise.
-    type: path
-    default: /
   profile:
     description:
       - The node profile (golden manifest) as a mapping; see docs/profile.md and
@@ -47,7 +41,9 @@ options:
     type: dict
   outputs:
     description:
-      - Captured command output by name, for example C(nvidia_smi_q) (C(nvidia-smi -q)), C(ofed_info)
+      - Captured command output by name, as text or as a registered C(ansible.builtin.command)
+        result (rc 0 gives its stdout; otherwise its stderr or msg becomes the cause in the reason
+        of the checks that need it), for example C(nvidia_smi_q) (C(nvidia-smi -q)), C(ofed_info)
         (C(ofed_info -s)), C(modinfo_mlx5_core) (C(modinfo -F vermagic mlx5_core)),
         C(apt_mark_showhold), C(mlxconfig_<pci>) (C(mlxconfig -d <pci> q ATS_ENABLED)),
         C(nccl_debug) and C(h2d_bandwidth) (active probes).
@@ -65,15 +61,9 @@ options:
         C(inventory_hostname)).
       - Defaults to the host name under O(root) (C(etc/hostname)), else the local host name.
     type: str
-attributes:
-  check_mode:
-    support: full
-    description: Reads only; the same report is returned in check mode.
-  diff_mode:
-    support: none
-  idempotent:
-    support: full
-    description: Never changes anything on the node.
+extends_documentation_fragment:
+  - gpufleet.provision.hardware_root
+  - gpufleet.provision.hardware_root.READ_ONLY
 notes:
   - Runtime of the non-probe checks on the reference HGX tree is well under 100 ms (benchmarks/validate_bench.py).
 seealso:
@@ -178,6 +168,28 @@ def _node_name(fs, given):
     return name.split()[0] if name else socket.gethostname()
 
 
+def split_outputs(outputs, errors):
+    """Outputs by name -> (texts, errors). A value is the text, or a registered
+    ``ansible.builtin.command`` result: rc 0 gives its stdout; otherwise the cause (an absent
+    command: "[Errno 2] No such file or directory: b'nvidia-smi'") goes to the check's reason."""
+    texts, causes = {}, dict((k, str(v)) for k, v in (errors or {}).items())
+    for name, value in (outputs or {}).items():
+        if isinstance(value, str):
+            texts[name] = value
+        elif isinstance(value, dict):
+            if value.get("skipped"):
+                causes.setdefault(name, "not run (%s)" % (value.get("skip_reason") or "skipped"))
+            elif value.get("rc") == 0 and not value.get("failed"):
+                texts[name] = value.get("stdout") or ""
+            else:
+                detail = (value.get("stderr") or value.get("msg") or "").strip().splitlines()
+                causes[name] = "%s: rc=%s, %s" % (value.get("cmd") or name, value.get("rc"), detail[0][:200] if detail else "no message")
+        elif value is not None:
+            raise _profile.ProfileError("outputs.%s: expected text or a registered command result, got %s"
+                                        % (name, type(value).__name__))
+    return texts, causes
+
+
 def run(params):
     """Validate the profile, collect facts, evaluate. Returns the module result (raises ProfileError)."""
     profile = _profile.validate(params["profile"], _checks.CHECK_IDS)
@@ -186,8 +198,9 @@ def run(params):
         raise _profile.ProfileError("root %s: not a directory" % root)
     facts, warnings = collect(root)
     fs = Root(root)
+    outputs, causes = split_outputs(params.get("outputs"), params.get("output_errors"))
     inputs = _checks.Inputs(facts, profile, packages=params.get("packages"), services=params.get("services"),
-                            outputs=params.get("outputs"), output_errors=params.get("output_errors"),
+                            outputs=outputs, output_errors=causes,
                             grub=_checks.read_grub_sources(fs))
     report = _checks.evaluate(inputs, node=_node_name(fs, params.get("node")))
     return {

@@ -1,0 +1,165 @@
+"""Fault catalog: for every check id, one real production fault injected into a copy of the
+known-good reference tree (or into the collected inputs) turns exactly that check red, and every
+other check keeps its status. Plus the reference passes everything, the dirty tree fails what its
+faults imply, and bad input (a truncated sysfs file, garbage) is an error naming the path.
+"""
+import os
+
+import pytest
+
+from ansible_collections.gpufleet.provision.plugins.module_utils import _checks
+
+
+def _cpuinfo_without_vmx(node):
+    node.write("proc/cpuinfo", node.read("proc/cpuinfo").replace(" vmx", ""))
+
+
+def _kernel(node):
+    # The node boots another kernel; OFED was rebuilt for it, so only the version is wrong.
+    node.write("proc/sys/kernel/osrelease", "6.8.0-49-generic\n")
+    node.outputs["modinfo_mlx5_core"] = "6.8.0-49-generic SMP preempt mod_unload modversions \n"
+
+
+def _iommu_off(node):
+    for name in os.listdir(node.path("sys/class/iommu")):
+        os.remove(node.path("sys/class/iommu/" + name)) if os.path.islink(node.path("sys/class/iommu/" + name)) \
+            else __import__("shutil").rmtree(node.path("sys/class/iommu/" + name))
+
+
+def _nic_in_wrong_slot(node):
+    # mlx5_3 (0000:4c:00.0) plugged straight into the root port instead of GPU 3's switch.
+    node.move_device("0000:4c:00.0", "sys/devices/pci0000:48/0000:48:01.0")
+
+
+def _driver(node):
+    node.write("sys/module/nvidia/version", "550.127.05\n")
+    node.write("proc/driver/nvidia/version", node.read("proc/driver/nvidia/version").replace("550.90.07", "550.127.05"))
+
+
+def _drop_mount(node):
+    node.write("proc/self/mounts", "".join(l for l in node.read("proc/self/mounts").splitlines(True) if " /raid " not in l))
+
+
+def _fm_version(node):
+    node.packages["nvidia-fabricmanager-550"][0]["version"] = "550.127.05-1"
+
+
+def _fm_stopped(node):
+    node.services["nvidia-fabricmanager.service"]["state"] = "stopped"
+
+
+def _fm_fabric(node):
+    node.outputs["nvidia_smi_q"] = node.outputs["nvidia_smi_q"].replace("Completed", "In Progress", 1)
+
+
+def _not_held(node):
+    node.outputs["apt_mark_showhold"] = "linux-image-6.8.0-45-generic\nnvidia-driver-550-server\n"
+
+
+FAULTS = [
+    ("os.release", "another OS release", lambda n: n.write("etc/os-release", n.read("etc/os-release").replace('VERSION_ID="22.04"', 'VERSION_ID="24.04"'))),
+    ("kernel.version", "another kernel booted", _kernel),
+    ("kernel.cmdline", "hugepages= twice", lambda n: n.write("proc/cmdline", n.read("proc/cmdline").rstrip() + " hugepages=128\n")),
+    ("kernel.cmdline", "iommu=pt missing", lambda n: n.write("proc/cmdline", n.read("proc/cmdline").replace(" iommu=pt", ""))),
+    ("kernel.grub_sources", "cloud image cfg adds hugepages= again",
+     lambda n: n.write("etc/default/grub.d/50-cloudimg-settings.cfg", 'GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT hugepages=64"\n')),
+    ("memory.hugepages", "1G pool short", lambda n: n.write("sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages", "64\n")),
+    ("memory.thp", "THP always", lambda n: n.write("sys/kernel/mm/transparent_hugepage/enabled", "[always] madvise never\n")),
+    ("memory.numa_balancing", "NUMA balancing on", lambda n: n.write("proc/sys/kernel/numa_balancing", "1\n")),
+    ("cpu.smt", "hyper-threading off", lambda n: n.write("sys/devices/system/cpu/smt/active", "0\n")),
+    ("cpu.governor", "one CPU on powersave", lambda n: n.write("sys/devices/system/cpu/cpu60/cpufreq/scaling_governor", "powersave\n")),
+    ("cpu.vtx", "VT-x off in BIOS", _cpuinfo_without_vmx),
+    ("iommu.enabled", "IOMMU off", _iommu_off),
+    ("numa.layout", "a NUMA node with the wrong CPUs", lambda n: n.write("sys/devices/system/node/node0/cpulist", "0-12\n")),
+    ("gpu.count", "an H200 in an H100 node", lambda n: n.write("sys/bus/pci/devices/0000:9a:00.0/device", "0x2335\n")),
+    ("gpu.pcie_link", "GPU trained at x8", lambda n: n.write("sys/bus/pci/devices/0000:3a:00.0/current_link_width", "8\n")),
+    ("nvidia.driver", "another driver loaded", _driver),
+    ("nvidia.fabricmanager", "FM version != driver", _fm_version),
+    ("nvidia.fabricmanager", "FM stopped", _fm_stopped),
+    ("nvidia.fabricmanager", "fabric not Completed", _fm_fabric),
+    ("packages.held", "FM not held", _not_held),
+    ("nic.rails", "rail NIC not on its GPU's switch", _nic_in_wrong_slot),
+    ("ib.ports", "IB port down", lambda n: n.write("sys/class/infiniband/mlx5_7/ports/1/state", "1: DOWN\n")),
+    ("pcie.acs", "ACS redirect on a switch port", lambda n: n.set_acs("0000:28:01.0", ReqRedir=True, CmpltRedir=True)),
+    ("nic.ats", "ATS off on one rail NIC", lambda n: n.outputs.update({"mlxconfig_0000:4c:00.0": n.outputs["mlxconfig_0000:4c:00.0"].replace("True(1)", "False(0)")})),
+    ("ofed.version", "another OFED", lambda n: n.outputs.update(ofed_info="MLNX_OFED_LINUX-24.01-0.3.3.1:\n")),
+    ("ofed.kernel_match", "OFED built for another kernel", lambda n: n.outputs.update(modinfo_mlx5_core="6.8.0-40-generic SMP preempt mod_unload\n")),
+    ("firmware.nic", "NIC firmware too old", lambda n: n.write("sys/class/infiniband/mlx5_4/fw_ver", "28.36.1010\n")),
+    ("firmware.nvme", "NVMe firmware too old", lambda n: n.write("sys/class/nvme/nvme1/firmware_rev", "MPK7025Q\n")),
+    ("storage.mounts", "/raid not mounted", _drop_mount),
+    ("transport.nccl", "NCCL on sockets", lambda n: n.outputs.update(nccl_debug="gpu001:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>\n")),
+    ("gpu.h2d_bandwidth", "one GPU at 29 GB/s", lambda n: n.outputs.update(h2d_bandwidth=n.outputs["h2d_bandwidth"].replace("48.90", "29.10", 1))),
+]
+
+
+def test_catalog_has_a_fault_for_every_check_id():
+    assert set(f[0] for f in FAULTS) == set(_checks.CHECK_IDS)
+
+
+def test_reference_tree_passes_every_check(tree):
+    node = tree("hgx-h100-ref")
+    report = node.report()
+    assert report["status"] == "pass"
+    assert [(c["id"], c["status"], c["reason"]) for c in report["checks"] if c["status"] != "pass"] == []
+
+
+@pytest.mark.parametrize("check_id,fault,inject", FAULTS, ids=["%s: %s" % (f[0], f[1]) for f in FAULTS])
+def test_one_fault_turns_exactly_its_check_red(tree, check_id, fault, inject):
+    node = tree("hgx-h100-ref")
+    inject(node)
+    report = node.report()
+    changed = dict((c["id"], (c["status"], c["reason"])) for c in report["checks"] if c["status"] != "pass")
+    assert list(changed) == [check_id], changed
+    assert changed[check_id][0] == "fail"
+    assert report["status"] == "fail" and report["failed"] == [check_id]
+
+
+def test_dirty_tree_fails_the_checks_its_faults_imply(tree):
+    # hgx-h100-dirty.yml: SNC and HT reset by a BIOS update, kernel defaults (THP always, NUMA
+    # balancing on, no hugepages, no IOMMU parameters), 4 CPUs on powersave.
+    node = tree("hgx-h100-dirty")
+    node.write("etc/default/grub", 'GRUB_DEFAULT=0\nGRUB_CMDLINE_LINUX_DEFAULT="quiet splash"\nGRUB_CMDLINE_LINUX=""\n')
+    got = node.statuses()
+    red = sorted(k for k, v in got.items() if v != "pass")
+    assert red == sorted(["kernel.cmdline", "kernel.grub_sources", "memory.hugepages", "memory.thp", "memory.numa_balancing",
+                          "cpu.smt", "cpu.governor", "iommu.enabled", "numa.layout"])
+    assert all(got[k] == "fail" for k in red), got
+
+
+def test_truncated_bridge_config_is_an_error_naming_the_path(tree):
+    node = tree("hgx-h100-ref")
+    rel = "sys/bus/pci/devices/0000:28:01.0/config"
+    with open(node.path(rel), "rb") as handle:
+        data = handle.read()
+    os.chmod(node.path(rel), 0o644)
+    with open(node.path(rel), "wb") as handle:
+        handle.write(data[:64])      # what an unprivileged read of config returns
+    report = node.report()
+    bad = dict((c["id"], c) for c in report["checks"] if c["status"] != "pass")
+    assert list(bad) == ["pcie.acs"]
+    assert bad["pcie.acs"]["status"] == "error"
+    assert rel in bad["pcie.acs"]["reason"]
+
+
+@pytest.mark.parametrize("rel,text,check_id", [
+    ("sys/kernel/mm/transparent_hugepage/enabled", "garbage\n", "memory.thp"),
+    ("proc/sys/kernel/numa_balancing", "", "memory.numa_balancing"),
+    ("sys/module/nvidia/version", "5x0\n", "nvidia.driver"),
+])
+def test_garbage_in_a_sysfs_file_is_an_error_for_that_check_only(tree, rel, text, check_id):
+    node = tree("hgx-h100-ref")
+    node.write(rel, text)
+    bad = dict((c["id"], c) for c in node.report()["checks"] if c["status"] != "pass")
+    assert list(bad) == [check_id]
+    assert bad[check_id]["status"] == "error" and rel in bad[check_id]["reason"]
+
+
+def test_missing_file_is_skip_no_data_unless_required(tree):
+    node = tree("hgx-h100-ref")
+    os.remove(node.path("sys/kernel/mm/transparent_hugepage/enabled"))
+    node.profile["require"].remove("memory.thp")
+    check = next(c for c in node.report()["checks"] if c["id"] == "memory.thp")
+    assert check["status"] == "skip" and check["reason"].startswith("no data")
+    node.profile["require"].append("memory.thp")
+    check = next(c for c in node.report()["checks"] if c["id"] == "memory.thp")
+    assert check["status"] == "fail" and "no data" in check["reason"]
