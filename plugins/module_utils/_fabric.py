@@ -121,9 +121,12 @@ def _facts_index(nodes):
     """guid -> (host, nic facts) and (host, nic name) -> nic facts, from node_facts per host."""
     by_guid = {}
     by_name = {}
+    by_desc = {}
     for host, entry in nodes.items():
-        facts = (entry or {}).get("facts") or {}
-        for nic in facts.get("nics") or []:
+        if not isinstance(entry, dict):
+            raise FabricError("nodes: entry of %s must be an object {report, facts}, got %s" % (host, type(entry).__name__))
+        facts = entry.get("facts") or {}
+        for nic in facts.get("nics") or [] if isinstance(facts, dict) else []:
             if not isinstance(nic, dict):
                 continue
             guid = normalize_guid(nic.get("node_guid"))
@@ -133,7 +136,9 @@ def _facts_index(nodes):
                 by_name[(host, nic["name"])] = nic
             desc = (nic.get("node_desc") or "").split()
             if len(desc) == 2:
-                by_name[(desc[0], desc[1])] = nic
+                # The node description is what the fabric shows ("gpu01 HCA-1"): it wins over the device name.
+                by_desc[(desc[0], desc[1])] = nic
+    by_name.update(by_desc)
     return by_guid, by_name
 
 
