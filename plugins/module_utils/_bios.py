@@ -379,12 +379,14 @@ class Bios:
             entry = self.client.get(path)
             if wanted not in (entry.get("Registry"), entry.get("Id")) and not path.endswith("/" + wanted):
                 continue
-            for loc in entry.get("Location") or []:
-                uri = loc.get("Uri")
-                if uri and loc.get("Language", "en") in ("en", None):
-                    self.registry_uri = uri
-                    self.registry = parse_registry(self.client.get(uri))
-                    return self.registry
+            # Location: [{"Language": "en-US", "Uri": ".../BiosAttributeRegistryProt0.208.208.0.json"}]
+            uris = [loc.get("Uri") for loc in entry.get("Location") or [] if loc.get("Uri")]
+            english = [loc.get("Uri") for loc in entry.get("Location") or []
+                       if loc.get("Uri") and str(loc.get("Language") or "en").lower().startswith("en")]
+            if english or uris:
+                self.registry_uri = (english or uris)[0]
+                self.registry = parse_registry(self.client.get(self.registry_uri))
+                return self.registry
         return {}
 
     # -- Dell jobs -------------------------------------------------------------------------------

@@ -1,0 +1,143 @@
+"""Pure BIOS logic: classify/plan/verify on every current x pending x desired combination,
+translation through vendor profiles, registry validation, Dell dependencies."""
+import itertools
+
+import pytest
+from hypothesis import given, strategies as st
+
+from ansible_collections.gpufleet.provision.plugins.module_utils import _bios
+
+MISSING = "<missing>"
+VALUES = (MISSING, "A", "B")
+
+
+def _case(cur, pen):
+    current = {} if cur is MISSING else {"X": cur}
+    pending = {} if pen is MISSING else {"X": pen}
+    return current, pending
+
+
+def expected(cur, pen, want):
+    # The rule, written out per case rather than derived from the code under test.
+    if pen is MISSING:
+        return "current" if cur == want else "write"
+    if pen == want:
+        return "current" if cur == want else "pending"
+    return "write"  # a pending value other than desired would win at the reset
+
+
+@pytest.mark.parametrize("cur,pen", list(itertools.product(VALUES, VALUES)))
+def test_classify_every_combination(cur, pen):
+    current, pending = _case(cur, pen)
+    status = _bios.classify({"X": "A"}, current, pending)["X"]
+    assert status == expected(cur, pen, "A")
+    p = _bios.plan({"X": "A"}, current, pending)
+    assert (p["to_write"] == {"X": "A"}) == (status == "write")
+    assert (p["already_pending"] == ["X"]) == (status == "pending")
+    assert p["reboot_required"] == (status != "current")
+    if status == "write":
+        assert p["diff"] == {"before": {"X": pending.get("X", current.get("X"))}, "after": {"X": "A"}}
+    else:
+        assert p["diff"] == {"before": {}, "after": {}}
+
+
+@pytest.mark.parametrize("cur,pen", list(itertools.product(VALUES, VALUES)))
+def test_verify_every_combination(cur, pen):
+    current, pending = _case(cur, pen)
+    failures = _bios.verify({"X": "A"}, current, pending)
+    if cur == "A":
+        assert failures == []
+    else:
+        assert failures == [{"attribute": "X", "expected": "A", "actual": None if cur is MISSING else cur,
+                             "pending": None if pen is MISSING else pen}]
+
+
+@given(st.dictionaries(st.sampled_from("abcdef"), st.sampled_from("xyz"), min_size=1),
+       st.dictionaries(st.sampled_from("abcdef"), st.sampled_from("xyz")),
+       st.dictionaries(st.sampled_from("abcdef"), st.sampled_from("xyz")))
+def test_plan_applied_then_converges(desired, current, pending):
+    """After writing the plan and a reset (pending -> current), nothing is left to do."""
+    p = _bios.plan(desired, current, pending)
+    new_pending = dict(pending, **p["to_write"])
+    rebooted = dict(current, **new_pending)
+    assert _bios.plan(desired, rebooted, {})["reboot_required"] is False
+    assert _bios.verify(desired, rebooted, {}) == []
+    # A second run before the reset never writes again.
+    assert _bios.plan(desired, current, new_pending)["to_write"] == {}
+
+
+def test_translate_per_vendor():
+    assert _bios.translate("dell", {"snc": "snc4", "hyperthreading": True, "vtd": True}) == {
+        "SubNumaCluster": "4WayClustering", "LogicalProc": "Enabled", "ProcVirtualization": "Enabled"}
+    assert _bios.translate("lenovo", {"vtd": False, "acs": True}) == {
+        "DevicesandIOPorts_IntelVTforDirectedIOVTd": "Disabled", "Processors_PCIeACSCTL": "Enabled"}
+    assert _bios.translate("ami", {"vtd": True, "sriov": True}) == {"VTdSupport": "Enable", "SRIOVEnable": "Enable"}
+
+
+def test_translate_conflict_on_shared_dell_switch():
+    with pytest.raises(_bios.BiosError, match="vtx and vtd both map to dell attribute ProcVirtualization"):
+        _bios.translate("dell", {"vtx": True, "vtd": False})
+
+
+def test_translate_unmapped_and_unknown():
+    with pytest.raises(_bios.BiosError, match="no BIOS attribute for setting acs"):
+        _bios.translate("hpe", {"acs": True})
+    with pytest.raises(_bios.BiosError, match="nps4.*not available in vendor profile dell"):
+        _bios.translate("dell", {"snc": "nps4"})
+    with pytest.raises(_bios.BiosError, match="unknown portable settings numa"):
+        _bios.translate("dell", {"numa": 1})
+
+
+def test_merge_conflict():
+    with pytest.raises(_bios.BiosError, match="LogicalProc='Disabled' conflicts"):
+        _bios.merge_desired({"LogicalProc": "Disabled"}, {"LogicalProc": "Enabled"})
+    assert _bios.merge_desired({"A": 1}, {"B": 2}) == {"B": 2, "A": 1}
+
+
+def test_dell_dependency_first_and_conflict():
+    desired, reasons = _bios.add_dependencies("dell", {"SubNumaCluster": "4WayClustering", "ProcCStates": "Disabled"})
+    assert list(desired) == ["SysProfile", "SubNumaCluster", "ProcCStates"] and desired["SysProfile"] == "Custom"
+    assert reasons == {"SysProfile": "required by ProcCStates"}
+    with pytest.raises(_bios.BiosError, match="ProcCStates needs SysProfile=Custom"):
+        _bios.add_dependencies("dell", {"ProcCStates": "Disabled", "SysProfile": "PerfOptimized"})
+    assert _bios.add_dependencies("lenovo", {"Processors_SNC": "SNC4"}) == ({"Processors_SNC": "SNC4"}, {})
+
+
+REGISTRY = {"LogicalProc": {"type": "Enumeration", "values": ["Enabled", "Disabled"], "read_only": False},
+            "ProcCores": {"type": "Integer", "values": None, "read_only": False},
+            "ServiceTag": {"type": "String", "values": None, "read_only": True}}
+
+
+def test_validate_lists_every_problem_and_closest_name():
+    with pytest.raises(_bios.BiosError) as err:
+        _bios.validate("https://bmc1", {"LogicalPro": "Enabled", "ProcCores": "many", "ServiceTag": "X",
+                                        "LogicalProc": "On"}, REGISTRY, {})
+    msg = str(err.value)
+    assert msg.startswith("BMC https://bmc1: nothing written")
+    assert "LogicalPro is not in the BIOS attribute registry (closest: LogicalProc" in msg
+    assert "LogicalProc: value 'On' not allowed (allowed: Enabled, Disabled)" in msg
+    assert "ProcCores: value 'many' is not an integer" in msg and "ServiceTag is read-only" in msg
+
+
+def test_validate_without_registry_uses_current_names():
+    _bios.validate("b", {"A": "anything"}, {}, {"A": "x"})
+    with pytest.raises(_bios.BiosError, match="B is not in the current BIOS attributes"):
+        _bios.validate("b", {"B": 1}, {}, {"A": "x"})
+
+
+def test_coerce_follows_registry_types():
+    assert _bios.coerce({"ProcCores": "8", "LogicalProc": "Enabled"}, REGISTRY) == {"ProcCores": 8, "LogicalProc": "Enabled"}
+
+
+@pytest.mark.parametrize("manufacturer,vendor", [
+    ("Dell Inc.", "dell"), ("Lenovo", "lenovo"), ("HPE", "hpe"), ("Hewlett Packard Enterprise", "hpe"),
+    ("Supermicro", "supermicro"), ("NVIDIA", "ami"), ("American Megatrends International", "ami"),
+    ("Contoso", None), ("", None), (None, None), ("Dynamic Systems", None)])
+def test_detect_vendor(manufacturer, vendor):
+    assert _bios.detect_vendor(manufacturer) == vendor
+
+
+def test_format_failures_names_each_attribute():
+    msg = _bios.format_failures("https://b", [{"attribute": "SNC", "expected": "SNC4", "actual": "Disabled", "pending": "SNC4"}],
+                                "job stuck")
+    assert msg == "BMC https://b: BIOS not as desired after reboot: SNC: expected 'SNC4', actual 'Disabled' (still pending: 'SNC4'). job stuck"
