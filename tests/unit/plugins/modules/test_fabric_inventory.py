@@ -1,0 +1,93 @@
+"""fabric_inventory module: run as Ansible runs it (a child Python with the JSON arguments file)."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+BUILD = os.path.join(REPO, ".build")
+MODULE = os.path.join(REPO, "plugins", "modules", "fabric_inventory.py")
+sys.path.insert(0, os.path.join(REPO, "tests", "fixtures", "fabric"))
+import ibnetgen  # noqa: E402
+
+
+def run(tmp_path, check=False, diff=False, **args):
+    path = tmp_path / ("args-%d.json" % len(list(tmp_path.glob("args-*.json"))))
+    params = dict(args)
+    params["_ansible_check_mode"] = check
+    params["_ansible_diff"] = diff
+    path.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": params}))
+    env = dict(os.environ, PYTHONPATH=BUILD)
+    proc = subprocess.run([sys.executable, MODULE, str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, env=env, timeout=120)
+    assert proc.stdout, proc.stderr
+    return json.loads(proc.stdout)
+
+
+@pytest.fixture
+def capture(tmp_path):
+    fab, info = ibnetgen.rail_fabric(sus=2, nodes_per_su=3, rails=2)
+    fab.move(info["nic"][("gpu00002", 0)], info["leaf"][(1, 1)], 2)
+    fab.move(info["nic"][("gpu00002", 1)], info["leaf"][(1, 0)], 2)
+    path = tmp_path / "seg1.out"
+    path.write_text(fab.text())
+    return str(path)
+
+
+def test_check_then_write_then_idempotent(tmp_path, capture):
+    dest = str(tmp_path / "out")
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    (reports / "gpu00001.json").write_text(json.dumps({"report": {"status": "pass", "checks": []}, "facts": {}}))
+    (reports / "gpu00002.json").write_text(json.dumps({"report": {"status": "fail", "checks": []}, "facts": {}}))
+    args = dict(ibnetdiscover=[capture], dest=dest, reports_dir=str(reports))
+    first = run(tmp_path, check=True, diff=True, **args)
+    assert first["changed"] is True and not os.path.exists(dest)
+    assert "fabric.json" in first["changed_files"] and "topology.conf" in first["changed_files"]
+    topo = [d for d in first["diff"] if d["after_header"].endswith("/topology.conf")][0]
+    assert "SwitchName=su1-b1 Nodes=gpu00001" in topo["after"]
+    second = run(tmp_path, **args)
+    assert second["changed"] is True and sorted(second["changed_files"]) == sorted(first["changed_files"])
+    with open(os.path.join(dest, "fabric.json")) as handle:
+        doc = json.load(handle)
+    assert doc["nodes"]["gpu00002"]["status"] == "quarantined"
+    assert [a["host"] for a in doc["anomalies"] if a["kind"] == "miscabled_rail"] == ["gpu00002", "gpu00002"]
+    assert second["summary"]["status"] == {"green": 1, "quarantined": 1, "unknown": 4}
+    third = run(tmp_path, check=True, **args)
+    assert third["changed"] is False and third["changed_files"] == []
+    fourth = run(tmp_path, **args)
+    assert fourth["changed"] is False
+
+
+def test_bad_inputs_fail_clearly_and_change_nothing(tmp_path, capture):
+    dest = str(tmp_path / "out")
+    res = run(tmp_path, ibnetdiscover=[str(tmp_path / "nope.out")], dest=dest)
+    assert res["failed"] and "ibnetdiscover file %s: cannot read it" % (tmp_path / "nope.out") in res["msg"]
+    bad = tmp_path / "bad-reports"
+    bad.mkdir()
+    (bad / "gpu00001.json").write_text("{not json")
+    res = run(tmp_path, ibnetdiscover=[capture], dest=dest, reports_dir=str(bad))
+    assert res["failed"] and "gate report %s: not JSON" % (bad / "gpu00001.json") in res["msg"]
+    plan = tmp_path / "plan.yml"
+    plan.write_text("sus: [1, 2]\n")
+    res = run(tmp_path, ibnetdiscover=[capture], dest=dest, cabling_plan=str(plan))
+    assert res["failed"] and "cabling_plan: expected a mapping with a `sus` mapping" in res["msg"]
+    res = run(tmp_path, dest=dest)
+    assert res["failed"] and "no fabric data" in res["msg"]
+    assert not os.path.exists(dest)
+    assert "Traceback" not in json.dumps(res)
+
+
+def test_garbled_capture_warns_with_line_numbers(tmp_path, capture):
+    with open(capture) as handle:
+        lines = handle.read().splitlines()
+    lines[9] = "[3]\tgarbage"
+    path = tmp_path / "garbled.out"
+    path.write_text("\n".join(lines[:-5]) + "\n")
+    res = run(tmp_path, ibnetdiscover=[str(path)], dest=str(tmp_path / "out"))
+    assert not res.get("failed"), res
+    # ansible-core 2.19 returns warnings as structured objects; older ones as strings
+    assert any("garbled.out:10: garbled port line" in json.dumps(w) for w in res["warnings"])
+    assert any("garbled.out:65: link to" in json.dumps(w) and "truncated capture" in json.dumps(w) for w in res["warnings"])
