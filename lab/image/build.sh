@@ -18,12 +18,23 @@ work=$(mktemp -d /var/tmp/gpufleet-twin-rootfs.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 rootfs=$work/rootfs
 t0=$(date +%s)
-echo "image: debootstrap $suite from $mirror (about a minute)"
-debootstrap --variant=minbase --include="$include" "$suite" "$rootfs" "$mirror" >"$work/debootstrap.log" 2>&1 || {
-  tail -n 30 "$work/debootstrap.log" >&2
-  echo "image: debootstrap $suite from $mirror failed (log above)" >&2
-  exit 1
-}
+# The debootstrapped base is cached as a tarball (keyed on suite + package list), so a change of the
+# twin-side files below re-imports in seconds instead of another minute of debootstrap.
+cache=${GPUFLEET_LAB_CACHE:-$here/../.state/cache}
+base=$cache/base-$suite-$(echo "$suite $include" | sha256sum | cut -c1-12).tar
+mkdir -p "$cache" "$rootfs"
+if [ -s "$base" ]; then
+  echo "image: base rootfs from cache $base"
+  tar -C "$rootfs" -xpf "$base"
+else
+  echo "image: debootstrap $suite from $mirror (about a minute)"
+  debootstrap --variant=minbase --include="$include" "$suite" "$rootfs" "$mirror" >"$work/debootstrap.log" 2>&1 || {
+    tail -n 30 "$work/debootstrap.log" >&2
+    echo "image: debootstrap $suite from $mirror failed (log above)" >&2
+    exit 1
+  }
+  tar -C "$rootfs" -cf "$base.tmp" . && mv "$base.tmp" "$base"
+fi
 t1=$(date +%s)
 
 # Twin-side files: the boot service that renders the hardware view, the GRUB stand-in, sshd drop-in.
@@ -53,6 +64,6 @@ ssh-keygen -A -f "$rootfs" >/dev/null 2>&1 || chroot "$rootfs" ssh-keygen -A >/d
 rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*_Packages "$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/*
 
 echo "image: importing as $ref"
-tar -C "$rootfs" -c . | podman import --change 'CMD ["/lib/systemd/systemd"]' --change 'STOPSIGNAL=SIGRTMIN+3' - "$ref" >/dev/null
+tar -C "$rootfs" -c . | podman import -q --change 'CMD ["/lib/systemd/systemd"]' --change 'STOPSIGNAL=SIGRTMIN+3' - "$ref" >/dev/null
 t2=$(date +%s)
-echo "image: built $ref in $((t2 - t0)) s (debootstrap $((t1 - t0)) s, rest $((t2 - t1)) s), $(du -sh "$rootfs" | cut -f1)"
+echo "image: built $ref in $((t2 - t0)) s (base $((t1 - t0)) s, rest $((t2 - t1)) s), $(du -sh "$rootfs" | cut -f1)"

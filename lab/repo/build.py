@@ -171,9 +171,9 @@ def build(dest, jobs=2):
     for tool in ("equivs-build", "dpkg-scanpackages"):
         if not shutil.which(tool):
             raise RuntimeError("repo: %s not found (apt-get install equivs dpkg-dev)" % tool)
-    tmp = dest + ".new"
-    shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(tmp)
+    os.makedirs(os.path.dirname(os.path.abspath(dest)), exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=".repo-", dir=os.path.dirname(os.path.abspath(dest)))
+    os.chmod(tmp, 0o755)
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
         list(pool.map(lambda spec: _build_one(spec, tmp), packages()))
     scan = subprocess.run(["dpkg-scanpackages", "--multiversion", "."], cwd=tmp, capture_output=True,

@@ -1,0 +1,262 @@
+#!/usr/bin/python3
+"""A twin's boot: render its hardware view under the hardware root (``/run/twin``), like firmware and
+kernel would present it after a real boot. Runs inside the twin as twin-boot.service, before every
+other service, at each container start (/run is a fresh tmpfs, so nothing of the last boot survives).
+
+What the boot takes from where (only Debian's python3 + python3-yaml):
+- the hardware model and the fault state: /etc/gpufleet-twin/twin.yml, written by ``lab up`` from the
+  lab inventory (``{name, model, state: {...renderer state...}}``);
+- BIOS: ``settings`` of the twin's BMC state, /run/twin-bmc/<name>/bios.json (pending values were
+  made current by the BMC's reset; read-only bind mount of the BMC state dir);
+- kernel release and cmdline: the default entry of /boot/grub/grub.cfg, as GRUB would boot it
+  (``linux /boot/vmlinuz-6.1.0-26-amd64 root=UUID=... ro quiet`` ->
+  ``BOOT_IMAGE=/boot/vmlinuz-6.1.0-26-amd64 root=UUID=... ro quiet``);
+- loaded NVIDIA driver: the installed ``nvidia-driver-*`` package's upstream version (none: no module);
+- a fresh boot id (the container shares the host kernel's, which never changes).
+The renderer is the lead's lab/hw/render.py (the same code that makes the test fixture trees).
+A summary of what was used is written to /run/twin-boot.json.
+"""
+import glob
+import importlib.util
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import uuid
+
+import yaml
+
+LAB = os.environ.get("TWIN_LAB_DIR", "/opt/gpufleet-lab/lab")
+CONFIG = os.environ.get("TWIN_CONFIG", "/etc/gpufleet-twin/twin.yml")
+BMC_DIR = os.environ.get("TWIN_BMC_DIR", "/run/twin-bmc")
+SYSROOT = os.environ.get("TWIN_SYSROOT", "/")
+DEFAULT_ROOT = "/run/twin"
+BIOS_KEYS = ("snc", "hyperthreading", "vtx", "vtd", "acs", "sriov")
+
+
+class BootError(Exception):
+    pass
+
+
+def _path(*parts):
+    return os.path.join(SYSROOT, *[p.lstrip("/") for p in parts])
+
+
+def parse_grub_cfg(text):
+    """Return (default, entries) of a grub.cfg. Entries: [{title, id, linux, children}] in file order.
+
+    Sample (what update-grub writes)::
+
+        set default="0"
+        menuentry 'Debian GNU/Linux' --class debian $menuentry_id_option 'gnulinux-simple-UUID' {
+            linux   /boot/vmlinuz-6.1.0-26-amd64 root=UUID=... ro  quiet
+        }
+        submenu 'Advanced options for Debian GNU/Linux' $menuentry_id_option 'gnulinux-advanced-UUID' {
+            menuentry 'Debian GNU/Linux, with Linux 6.1.0-25-amd64' ... 'gnulinux-6.1.0-25-amd64-advanced-UUID' {
+    """
+    default = "0"
+    top = []
+    stack = [top]
+    current = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("set default="):
+            default = line[len("set default="):].strip().strip('"').strip("'")
+        elif line.startswith(("menuentry ", "submenu ")):
+            words = shlex.split(line.rstrip("{").strip())
+            ident = None
+            if "$menuentry_id_option" in words:
+                position = words.index("$menuentry_id_option")
+                ident = words[position + 1] if position + 1 < len(words) else None
+            entry = {"title": words[1], "id": ident, "linux": None, "children": []}
+            stack[-1].append(entry)
+            stack.append(entry["children"])
+            current.append(entry)
+        elif line == "}":
+            if len(stack) > 1:
+                stack.pop()
+                current.pop()
+        elif line.startswith("linux") and current:
+            parts = line.split(None, 1)
+            if parts[0] in ("linux", "linuxefi"):
+                current[-1]["linux"] = parts[1] if len(parts) > 1 else ""
+    return default, top
+
+
+def resolve_default(default, entries, grubenv=None):
+    """The entry GRUB boots for ``default`` ("0", "saved", a title, an id, "1>2"); entry 0 when invalid."""
+    if default == "saved":
+        default = (grubenv or {}).get("saved_entry") or "0"
+    level, chosen = entries, None
+    for part in default.split(">"):
+        found = None
+        if part.isdigit():
+            if int(part) < len(level):
+                found = level[int(part)]
+        else:
+            found = next((e for e in level if part in (e["title"], e["id"])), None)
+        if found is None:
+            chosen = None
+            break
+        chosen, level = found, found["children"]
+    if chosen is None or chosen["linux"] is None:
+        chosen = entries[0] if entries else None
+        while chosen is not None and chosen["linux"] is None and chosen["children"]:
+            chosen = chosen["children"][0]
+    return chosen
+
+
+def kernel_from_grub():
+    """(release, cmdline) of the default entry of /boot/grub/grub.cfg, or None when there is none."""
+    cfg = _path("boot/grub/grub.cfg")
+    if not os.path.exists(cfg):
+        return None
+    with open(cfg) as handle:
+        default, entries = parse_grub_cfg(handle.read())
+    grubenv = {}
+    if os.path.exists(_path("boot/grub/grubenv")):
+        with open(_path("boot/grub/grubenv")) as handle:
+            for line in handle:
+                key, sep, value = line.strip().partition("=")
+                if sep and not key.startswith("#"):
+                    grubenv[key] = value
+    entry = resolve_default(default, entries, grubenv)
+    if entry is None or not entry["linux"]:
+        return None
+    image, _, args = entry["linux"].partition(" ")
+    release = os.path.basename(image)
+    release = release[len("vmlinuz-"):] if release.startswith("vmlinuz-") else release
+    # GRUB passes the arguments word by word: runs of blanks collapse to one.
+    return release, " ".join(["BOOT_IMAGE=" + image] + args.split())
+
+
+def installed_driver():
+    """Upstream version of the installed nvidia-driver-* package ("550.90.07"), None when none is."""
+    try:
+        out = subprocess.run(["dpkg-query", "--admindir", _path("var/lib/dpkg"), "-W",
+                              "-f=${Package}\t${Version}\t${db:Status-Abbrev}\n", "nvidia-driver-*"],
+                             capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise BootError("dpkg-query failed: %s" % exc)
+    versions = []
+    for line in out.splitlines():
+        fields = line.split("\t")
+        # db:Status-Abbrev: "ii " installed, "hi " installed and held; the second letter is the status.
+        if len(fields) == 3 and fields[2][1:2] == "i":
+            versions.append(fields[1].split(":")[-1].rsplit("-", 1)[0])
+    return sorted(versions)[-1] if versions else None
+
+
+def bios_settings(name):
+    path = os.path.join(BMC_DIR, name, "bios.json")
+    if not os.path.exists(path):
+        return None, path
+    try:
+        with open(path) as handle:
+            settings = json.load(handle)["settings"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise BootError("BMC state %s unreadable: %s" % (path, exc))
+    return {k: settings[k] for k in BIOS_KEYS if k in settings}, path
+
+
+def os_release():
+    out = {}
+    with open(_path("etc/os-release")) as handle:
+        for line in handle:
+            key, sep, value = line.strip().partition("=")
+            if sep:
+                out[key] = shlex.split(value)[0] if value else ""
+    return out
+
+
+def load_renderer():
+    path = os.path.join(LAB, "hw", "render.py")
+    if not os.path.exists(path):
+        return None
+    spec = importlib.util.spec_from_file_location("twin_render", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.render
+
+
+def minimal_view(state, dest):
+    """Without the renderer (lab/hw/render.py absent): only what the boot itself decides."""
+    files = {
+        "proc/cmdline": state["kernel"]["cmdline"],
+        "proc/sys/kernel/osrelease": state["kernel"]["release"],
+        "proc/sys/kernel/random/boot_id": state["boot_id"],
+    }
+    version = (state.get("nvidia") or {}).get("driver_version")
+    if version:
+        files["sys/module/nvidia/version"] = version
+        files["proc/driver/nvidia/version"] = ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  %s  "
+                                               "(gpufleet lab twin)" % version)
+    for rel, text in files.items():
+        os.makedirs(os.path.dirname(os.path.join(dest, rel)), exist_ok=True)
+        with open(os.path.join(dest, rel), "w") as handle:
+            handle.write(text + "\n")
+
+
+def boot():
+    with open(CONFIG) as handle:
+        config = yaml.safe_load(handle) or {}
+    name = config.get("name") or "twin"
+    root = config.get("hardware_root") or DEFAULT_ROOT
+    state = dict(config.get("state") or {})
+    model_name = config.get("model") or "hgx-h100"
+    model_path = os.path.join(LAB, "hw", "models", model_name + ".yml")
+
+    bios, bios_path = bios_settings(name)
+    if bios is not None:
+        controls = config.get("bmc_controls")
+        if controls is not None:
+            bios = {k: v for k, v in bios.items() if k in controls}
+        state["bios"] = dict(state.get("bios") or {}, **bios)
+    kernel = kernel_from_grub()
+    if kernel is not None:
+        state["kernel"] = {"release": kernel[0], "cmdline": kernel[1]}
+    else:
+        state.setdefault("kernel", {"release": os.uname().release, "cmdline": "BOOT_IMAGE=/boot/vmlinuz ro quiet"})
+    state["nvidia"] = {"driver_version": installed_driver()}
+    state["boot_id"] = str(uuid.uuid4())
+    state["os_release"] = os_release()
+
+    tmp = root + ".new"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    render = load_renderer()
+    if render is not None:
+        if not os.path.exists(model_path):
+            raise BootError("hardware model %s not found (twin.yml model: %s)" % (model_path, model_name))
+        with open(model_path) as handle:
+            model = yaml.safe_load(handle)
+        render(model, state, tmp)
+    else:
+        print("twin-boot: %s/hw/render.py absent: minimal view only (cmdline, kernel, driver, boot id)"
+              % LAB, file=sys.stderr)
+        minimal_view(state, tmp)
+    shutil.rmtree(root, ignore_errors=True)
+    os.rename(tmp, root)
+    summary = {"name": name, "model": model_name, "hardware_root": root, "renderer": render is not None,
+               "bios_source": bios_path if bios is not None else None, "state": state}
+    with open(os.path.join(os.path.dirname(root.rstrip("/")) or "/", "twin-boot.json"), "w") as handle:
+        json.dump(summary, handle, indent=1, sort_keys=True)
+    print("twin-boot: %s rendered under %s: kernel %s, driver %s, bios %s, cmdline %r" % (
+        name, root, state["kernel"]["release"], state["nvidia"]["driver_version"], state.get("bios"),
+        state["kernel"]["cmdline"]))
+
+
+def main():
+    try:
+        boot()
+    except (BootError, OSError, ValueError, yaml.YAMLError) as exc:
+        print("twin-boot: failed: %s" % exc, file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
