@@ -25,9 +25,9 @@ options:
     choices: [gpufleet.provision.fabric]
     type: str
   path:
-    description: Path of fabric.json; relative paths are relative to the configuration file.
+    description: Path of fabric.json; a relative path is relative to the configuration file (C(~) is expanded).
     required: true
-    type: path
+    type: str
   statuses:
     description: Only add nodes with one of these statuses (all when empty).
     type: list
@@ -80,7 +80,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
     def parse(self, inventory, loader, path, cache=True):
         super(InventoryModule, self).parse(inventory, loader, path, cache)
         self._read_config_data(path)
-        source = self.get_option("path")
+        source = os.path.expanduser(self.get_option("path"))
         if not os.path.isabs(source):
             source = os.path.join(os.path.dirname(path), source)
         self._populate(self._read(source), source)

@@ -1,0 +1,129 @@
+"""fabric inventory plugin, loaded through Ansible's plugin loader, on fabric.json files made by the model."""
+import json
+import os
+import sys
+
+import pytest
+from ansible.errors import AnsibleParserError
+from ansible.inventory.data import InventoryData
+from ansible.parsing.dataloader import DataLoader
+from ansible import constants as C
+from ansible.parsing.yaml.loader import AnsibleLoader
+from ansible.plugins.loader import fragment_loader, init_plugin_loader
+from ansible.utils.plugin_docs import add_fragments
+
+from ansible_collections.gpufleet.provision.plugins.inventory import fabric as fabric_inventory
+from ansible_collections.gpufleet.provision.plugins.module_utils import _fabric, _fabric_outputs
+from ansible_collections.gpufleet.provision.plugins.module_utils._ibnetdiscover import parse
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+sys.path.insert(0, os.path.join(REPO, "tests", "fixtures", "fabric"))
+import ibnetgen  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def plugin_factory():
+    """The plugin with its documented options registered, as Ansible's loader does.
+
+    The loader itself cannot be used here: the test session already imported
+    ``ansible_collections`` from .build as a plain package, before Ansible's collection finder.
+    The options, their defaults and the ``constructed`` doc fragment still come from Ansible.
+    """
+    init_plugin_loader([])
+    docs = AnsibleLoader(fabric_inventory.DOCUMENTATION).get_single_data()
+    add_fragments(docs, fabric_inventory.__file__, fragment_loader=fragment_loader)
+    C.config.initialize_plugin_configuration_definitions("inventory", "gpufleet.provision.fabric", docs["options"])
+
+    def make():
+        plugin = fabric_inventory.InventoryModule()
+        plugin._load_name = "gpufleet.provision.fabric"
+        return plugin
+    return make
+
+
+def write(tmp_path, config, doc):
+    (tmp_path / "fabric.json").write_text(json.dumps(doc))
+    cfg = tmp_path / "site.fabric.yml"
+    cfg.write_text(config)
+    return str(cfg)
+
+
+def load(plugin_factory, path):
+    inventory = InventoryData()
+    plugin_factory().parse(inventory, DataLoader(), path, cache=False)
+    return inventory
+
+
+def doc():
+    fab, info = ibnetgen.rail_fabric(sus=2, nodes_per_su=2, rails=2)
+    fab.move(info["nic"][("gpu00004", 0)], info["leaf"][(2, 1)], 20)
+    nodes = {"gpu00001": {"report": {"status": "pass"}}, "gpu00002": {"report": {"status": "fail"}}}
+    return _fabric.analyze([parse(fab.text(), "seg.out")], nodes=nodes)
+
+
+def members(inventory, group):
+    return sorted(h.name for h in inventory.groups[group].get_hosts()) if group in inventory.groups else None
+
+
+def test_groups_by_status_leaf_rail_su_block(tmp_path, plugin_factory):
+    d = doc()
+    inv = load(plugin_factory, write(tmp_path, "plugin: gpufleet.provision.fabric\npath: fabric.json\n", d))
+    assert members(inv, "status_green") == ["gpu00001"]
+    assert members(inv, "status_quarantined") == ["gpu00002"]
+    assert members(inv, "status_unknown") == ["gpu00003", "gpu00004"]
+    assert members(inv, "leaf_leaf_r0_su1") == ["gpu00001", "gpu00002"]
+    assert members(inv, "leaf_leaf_r1_su2") == ["gpu00003", "gpu00004"]   # gpu00004's rail 0 NIC sits there too
+    assert members(inv, "rail_0") == ["gpu00001", "gpu00002", "gpu00003", "gpu00004"]
+    assert members(inv, "su_su2") == ["gpu00003", "gpu00004"]
+    assert members(inv, "block_%s" % d["nodes"]["gpu00004"]["block"].replace("-", "_")) == ["gpu00004"]
+    assert members(inv, "segment_seg") == ["gpu00001", "gpu00002", "gpu00003", "gpu00004"]
+    assert inv.get_host("gpu00003").vars["fabric"]["su"] == "su2"
+
+
+def test_constructable_and_status_filter(tmp_path, plugin_factory):
+    config = """plugin: gpufleet.provision.fabric
+path: fabric.json
+statuses: [green, quarantined]
+group_prefix: fab_
+keyed_groups:
+  - key: fabric.su
+    prefix: pod
+compose:
+  fabric_rail_count: fabric.rails | length
+groups:
+  needs_attention: fabric.status != 'green'
+"""
+    inv = load(plugin_factory, write(tmp_path, config, doc()))
+    assert sorted(inv.hosts) == ["gpu00001", "gpu00002"]
+    assert members(inv, "fab_status_green") == ["gpu00001"]
+    assert members(inv, "pod_su1") == ["gpu00001", "gpu00002"]
+    assert members(inv, "needs_attention") == ["gpu00002"]
+    assert inv.get_host("gpu00001").vars["fabric_rail_count"] == 2
+
+
+def test_wrong_schema_and_missing_file(tmp_path, plugin_factory):
+    path = write(tmp_path, "plugin: gpufleet.provision.fabric\npath: fabric.json\n", {"schema": 99, "nodes": {}})
+    with pytest.raises(AnsibleParserError, match="expected fabric.json schema 1"):
+        load(plugin_factory, path)
+    cfg = tmp_path / "other.fabric.yml"
+    cfg.write_text("plugin: gpufleet.provision.fabric\npath: missing.json\n")
+    with pytest.raises(AnsibleParserError, match="missing.json: cannot read it"):
+        load(plugin_factory, str(cfg))
+
+
+def test_verify_file_wants_fabric_yml(tmp_path, plugin_factory):
+    other = tmp_path / "hosts.yml"
+    other.write_text("x")
+    assert not plugin_factory().verify_file(str(other))
+    good = tmp_path / "site.fabric.yml"
+    good.write_text("x")
+    assert plugin_factory().verify_file(str(good))
+
+
+def test_real_files_from_render(tmp_path, plugin_factory):
+    files, _ = _fabric_outputs.render(doc())
+    (tmp_path / "fabric.json").write_text(files["fabric.json"])
+    cfg = tmp_path / "r.fabric.yml"
+    cfg.write_text("plugin: gpufleet.provision.fabric\npath: fabric.json\n")
+    inv = load(plugin_factory, str(cfg))
+    assert len(inv.hosts) == 4
