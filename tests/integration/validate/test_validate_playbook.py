@@ -1,0 +1,135 @@
+"""playbooks/validate.yml with ansible-playbook against several localhost fixture nodes.
+
+Each node is a localhost alias (ansible_connection=local) whose gpufleet_hardware_root is its own
+unpacked fixture tree. Two nodes replay recorded inputs (validate_inputs: what package_facts,
+service_facts and the commands return on a healthy HGX node); the others collect on this machine
+for real, where nvidia-smi, ofed_info and modinfo are absent (their checks have no data, no task fails).
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+import pytest
+import yaml
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+GPUS = ["0000:18:00.0", "0000:29:00.0", "0000:3a:00.0", "0000:4b:00.0", "0000:9a:00.0", "0000:ab:00.0", "0000:bc:00.0", "0000:cd:00.0"]
+
+
+def healthy_inputs():
+    smi = "".join("GPU 0000%s\n    Fabric\n        State                             : Completed\n"
+                  "        Status                            : Success\n" % g for g in GPUS)
+    return {
+        "packages": {
+            "nvidia-driver-550-server": [{"name": "nvidia-driver-550-server", "version": "550.90.07-0ubuntu1", "source": "apt"}],
+            "nvidia-fabricmanager-550": [{"name": "nvidia-fabricmanager-550", "version": "550.90.07-1", "source": "apt"}],
+            "linux-image-6.8.0-45-generic": [{"name": "linux-image-6.8.0-45-generic", "version": "6.8.0-45.45", "source": "apt"}],
+        },
+        "services": {"nvidia-fabricmanager.service": {"name": "nvidia-fabricmanager.service", "state": "running",
+                                                      "status": "enabled", "source": "systemd"}},
+        "outputs": {
+            "nvidia_smi_q": smi,
+            "ofed_info": "MLNX_OFED_LINUX-23.10-1.1.9.0:\n",
+            "modinfo_mlx5_core": "6.8.0-45-generic SMP preempt mod_unload modversions\n",
+            "apt_mark_showhold": "linux-image-6.8.0-45-generic\nnvidia-driver-550-server\nnvidia-fabricmanager-550\n",
+        },
+    }
+
+
+@pytest.fixture
+def fleet(unpacked_tree, tmp_path):
+    if not os.path.exists(PLAYBOOK):
+        pytest.skip("ansible-playbook not in this virtualenv: %s" % PLAYBOOK)
+    stopped = healthy_inputs()
+    stopped["services"]["nvidia-fabricmanager.service"]["state"] = "failed"
+    hosts = {
+        "gpu001": {"gpufleet_hardware_root": unpacked_tree("hgx-h100-ref"), "validate_inputs": healthy_inputs()},
+        "gpu003": {"gpufleet_hardware_root": unpacked_tree("hgx-h100-ref"), "validate_inputs": stopped},
+        "gpu002": {"gpufleet_hardware_root": unpacked_tree("hgx-h100-dirty")},
+        "vm001": {"gpufleet_hardware_root": unpacked_tree("cloud-guest")},
+    }
+    for host in hosts.values():
+        host.update(ansible_connection="local", ansible_python_interpreter=sys.executable)
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
+    groups_file = tmp_path / "groups.json"
+    wrapper = tmp_path / "site.yml"
+    wrapper.write_text(yaml.safe_dump([
+        {"ansible.builtin.import_playbook": os.path.join(REPO, "playbooks", "validate.yml")},
+        {"name": "Record the groups", "hosts": "localhost", "gather_facts": False, "tasks": [
+            {"name": "Write them", "ansible.builtin.copy": {
+                "dest": str(groups_file), "mode": "0644",
+                "content": "{{ {'ready': groups.gpufleet_ready | default([]) | sort, "
+                           "'quarantine': groups.gpufleet_quarantine | default([]) | sort} | to_json }}"}}]},
+    ]))
+    return {"inventory": str(inventory), "playbook": str(wrapper), "groups": groups_file, "reports": tmp_path / "reports"}
+
+
+def run(fleet, *extra):
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, ".build"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_FORKS="4", ANSIBLE_RETRY_FILES_ENABLED="0")
+    cmd = [PLAYBOOK, "-i", fleet["inventory"], fleet["playbook"], "-e", "validate_profile=hgx-h100",
+           "-e", "validate_report_dir=%s" % fleet["reports"]] + list(extra)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=str(fleet["reports"].parent))
+    return proc
+
+
+def recap(stdout):
+    return dict((m.group(1), dict((k, int(v)) for k, v in re.findall(r"(\w+)=(\d+)", m.group(2))))
+                for m in re.finditer(r"^(\S+)\s+:\s+(ok=.*)$", stdout, re.M))
+
+
+def summaries(stdout):
+    return dict((m.group(1), m.group(0)) for m in re.finditer(r'"msg": "((?:gpu|vm)\d+) (?:READY|QUARANTINE) [^"]*"', stdout))
+
+
+def test_fleet_run_reports_every_node_then_fail_on_red(fleet):
+    proc = run(fleet)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    lines = summaries(proc.stdout)
+    assert sorted(lines) == ["gpu001", "gpu002", "gpu003", "vm001"]
+    assert "gpu001 READY (profile hgx-h100)" in lines["gpu001"]
+    assert "gpu003 QUARANTINE (profile hgx-h100): nvidia.fabricmanager [" in lines["gpu003"]
+    assert re.search(r"gpu002 QUARANTINE \(profile hgx-h100\): .*cpu\.smt.*numa\.layout", lines["gpu002"])
+    assert json.loads(fleet["groups"].read_text()) == {"ready": ["gpu001"], "quarantine": ["gpu002", "gpu003", "vm001"]}
+
+    for host in ("gpu001", "gpu002", "gpu003", "vm001"):
+        data = json.loads((fleet["reports"] / (host + ".json")).read_text())
+        assert data["report"]["node"] == host and data["facts"]["schema"] == 1
+        suite = ET.fromstring((fleet["reports"] / (host + ".xml")).read_text()).find("testsuite")
+        assert len(suite.findall("testcase")) == len(data["report"]["checks"])
+        prom = (fleet["reports"] / (host + ".prom")).read_text()
+        assert 'gpufleet_node_ready{node="%s",profile="hgx-h100"} %d' % (host, host == "gpu001") in prom
+        assert re.search(r'^gpufleet_validate_last_run_timestamp_seconds\{node="%s"\} \d{10}$' % host, prom, re.M)
+    ready = json.loads((fleet["reports"] / "gpu001.json").read_text())["report"]
+    assert ready["status"] == "pass" and ready["failed"] == []
+    # Collected for real on this machine: no fabric manager package or service, no ofed_info
+    # command (its check has no data and names the cause; no task failed).
+    dirty = dict((c["id"], c) for c in json.loads((fleet["reports"] / "gpu002.json").read_text())["report"]["checks"])
+    assert dirty["nvidia.fabricmanager"]["status"] == "fail"
+    assert "nvidia-fabricmanager not installed" in dirty["nvidia.fabricmanager"]["reason"]
+    assert dirty["ofed.version"]["status"] == "skip"
+    assert dirty["ofed.version"]["reason"].startswith("no data: ofed_info -s output not collected (ofed_info -s: rc=2"), \
+        dirty["ofed.version"]["reason"]
+    stats = recap(proc.stdout)
+    assert all(stats[h]["failed"] == 0 for h in ("gpu001", "gpu002", "gpu003", "vm001")), stats
+
+    proc = run(fleet, "-e", "validate_fail_on_red=true")
+    assert proc.returncode == 2, proc.stdout[-3000:]
+    stats = recap(proc.stdout)
+    assert stats["gpu001"]["failed"] == 0
+    assert all(stats[h]["failed"] == 1 for h in ("gpu002", "gpu003", "vm001")), stats
+    assert sorted(summaries(proc.stdout)) == ["gpu001", "gpu002", "gpu003", "vm001"]
+
+
+def test_bad_profile_stops_with_the_key_named(fleet, tmp_path):
+    bad = tmp_path / "bad.yml"
+    bad.write_text("name: bad\nkernel:\n  cmdlne: {}\n")
+    proc = run(fleet, "-e", "validate_profile=%s" % bad, "--limit", "gpu001")
+    assert proc.returncode == 2
+    assert "profile key kernel.cmdlne: unknown (known: cmdline, grub_sources, release)" in proc.stdout
+    assert "Traceback" not in proc.stdout + proc.stderr
