@@ -86,6 +86,12 @@ class Bmc:
 
 
 @pytest.fixture(scope="session")
+def bmc_login():
+    """(username, password) every lab BMC of these tests accepts."""
+    return USER, PASSWORD
+
+
+@pytest.fixture(scope="session")
 def bmc_certs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("bmc-certs")
     subprocess.run([sys.executable, "-m", "lab.bmc.certs", "--dir", str(tmp), "--user", USER, "--password", PASSWORD],
