@@ -160,7 +160,7 @@ def parse_os_release(text):
         line = line.strip()
         if not line or line.startswith("#") or "=" not in line:
             continue
-        key, _, value = line.partition("=")
+        key, dummy, value = line.partition("=")
         try:
             parts = shlex.split(value)
             value = parts[0] if parts else ""

@@ -95,7 +95,7 @@ def pair_gpus(gpus, nics):
         if best is None:
             pairs.append({"gpu": gpu["pci"], "nic": None, "affinity": None, "rail": rail})
             continue
-        _, nic, aff = best
+        nic, aff = best[1], best[2]
         nic_rail.setdefault(nic["name"], rail)
         pairs.append({"gpu": gpu["pci"], "nic": nic["name"], "affinity": aff, "rail": rail})
     return pairs, nic_rail
@@ -137,4 +137,3 @@ def parse_acs(config):
             break
         offset = nxt
     return {"present": False, "ctl": None}
-

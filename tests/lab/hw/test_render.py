@@ -70,7 +70,7 @@ def test_acs_state_is_written_into_config_space(model, tmp_path):
 
 def test_bios_acs_enables_switch_ports_only(model, tmp_path):
     render.render(model, {"bios": {"acs": True}}, str(tmp_path))
-    facts, _ = collect(str(tmp_path))
+    facts = collect(str(tmp_path))[0]
     bridges = facts["pcie"]["bridges"]
     assert bridges["0000:17:00.0"]["acs"]["ctl"]["ReqRedir"] is True       # switch port
     assert bridges["0000:15:01.0"]["acs"]["ctl"]["ReqRedir"] is False      # root port

@@ -20,7 +20,7 @@ def test_split_device_path_host_and_guest():
         _pcie.split_device_path("sys/devices/virtual/net/lo")
 
 
-@pytest.mark.parametrize("a,b,expected", [
+@pytest.mark.parametrize("first,second,expected", [
     # same PCIe switch (shared upstream port), each one downstream port below: PIX
     (dev("pci0000:15", ["0000:15:01.0", "0000:16:00.0", "0000:17:00.0"]), dev("pci0000:15", ["0000:15:01.0", "0000:16:00.0", "0000:17:01.0"]), "PIX"),
     # NIC on the first switch, GPU one switch further down: PXB
@@ -33,9 +33,9 @@ def test_split_device_path_host_and_guest():
     (dev("pci0000:15", ["0000:15:01.0"], numa=0), dev("pci0000:97", ["0000:97:01.0"], numa=4), "SYS"),
     (dev("pci0000:15", [], numa=None), dev("pci0000:26", [], numa=None), "SYS"),
 ])
-def test_affinity(a, b, expected):
-    assert _pcie.affinity(a, b) == expected
-    assert _pcie.affinity(b, a) == expected
+def test_affinity(first, second, expected):
+    assert _pcie.affinity(first, second) == expected
+    assert _pcie.affinity(second, first) == expected  # symmetric
 
 
 def test_pairing_prefers_affinity_then_untaken_then_speed():

@@ -17,7 +17,7 @@ def run_adhoc(args, check=False):
                ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0",
                ANSIBLE_PYTHON_INTERPRETER=sys.executable)
     cmd = [ANSIBLE, "localhost", "-m", "gpufleet.provision.node_facts", "-a", args] + (["--check"] if check else [])
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, check=False)
     # minimal callback: "localhost | SUCCESS => {...}"; warnings go to stderr
     head, sep, body = proc.stdout.partition(" => ")
     assert sep, proc.stdout + proc.stderr
