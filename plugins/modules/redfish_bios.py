@@ -28,17 +28,21 @@ description:
   - O(state=verify) (after the reboot) fails when any desired attribute is not current, listing each
     one with expected and actual values.
   - The module never reboots; see M(gpufleet.provision.redfish_power) and the C(bios) role.
-author: gpufleet maintainers
+author:
+  - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
   - gpufleet.provision.redfish
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying the target.
     support: full
     details: Reads the BMC and predicts the PATCH (and the Dell job) without sending it.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: full
     details: Shows each attribute written, before (pending, else current) and after.
   idempotent:
+    description: When run twice in a row outside check mode, with the same arguments, the second invocation indicates no change.
     support: full
     details: A second run while the change is pending reports C(changed=false) and RV(reboot_required=true).
 options:
@@ -51,7 +55,7 @@ options:
     choices: [auto, ami, dell, hpe, lenovo, supermicro]
     default: auto
   attributes:
-    description: Raw BIOS attributes, vendor names and values, for example C({LogicalProc: Enabled}).
+    description: 'Raw BIOS attributes, vendor names and values, for example C({LogicalProc: Enabled}).'
     type: dict
   settings:
     description: Portable settings translated through the vendor profile.
@@ -95,7 +99,7 @@ options:
     choices: [OnReset, omit]
     default: OnReset
 notes:
-  - Run it on the controller (C(delegate_to: localhost)): it talks to the BMC, not to the node.
+  - "Run it on the controller (C(delegate_to: localhost)): it talks to the BMC, not to the node."
   - Attribute names and values differ by vendor and BIOS version. The registry check is the
     authority; profile names marked unverified in docs/redfish.md are defaults.
 seealso:

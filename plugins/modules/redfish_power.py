@@ -17,16 +17,20 @@ description:
   - O(state=restarted) sends C(GracefulRestart); when the system was not seen Off within
     O(force_after) seconds it sends C(ForceRestart); it returns once the system was Off and is On again.
   - Pending BIOS settings (M(gpufleet.provision.redfish_bios)) apply during this reset.
-author: gpufleet maintainers
+author:
+  - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
   - gpufleet.provision.redfish
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying the target.
     support: full
     details: Reads the power state and predicts the change without posting a reset.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   idempotent:
+    description: When run twice in a row outside check mode, with the same arguments, the second invocation indicates no change.
     support: partial
     details: V(on) and V(off) are idempotent; V(restarted) restarts on every run, by definition.
 options:
