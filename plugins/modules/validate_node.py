@@ -21,7 +21,7 @@ description:
     listed in the profile's C(require) (and every enabled active probe) turns a skip into V(fail).
   - Check ids (C(kernel.cmdline), C(pcie.acs), ...) are a stable interface; see docs/checks.md.
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (@gpufleet)
 options:
   profile:
     description:

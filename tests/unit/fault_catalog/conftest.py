@@ -77,7 +77,7 @@ class Node:
     def __init__(self, root, profile=None):
         self.root = root
         self.profile = profile or reference_profile()
-        facts, _ = collect(root)
+        facts = collect(root)[0]
         gpus = [g["pci"] for g in facts["gpus"]]
         rails = [n for n in facts["nics"] if n.get("role") == "rail"]
         self.packages = {
@@ -156,7 +156,7 @@ class Node:
     # -- evaluation
     def inputs(self):
         prof = _profile.validate(copy.deepcopy(self.profile), _checks.CHECK_IDS)
-        facts, _ = collect(self.root)
+        facts = collect(self.root)[0]
         return _checks.Inputs(facts, prof, packages=self.packages, services=self.services, outputs=self.outputs,
                               grub=_checks.read_grub_sources(Root(self.root)))
 

@@ -4,6 +4,7 @@ other check keeps its status. Plus the reference passes everything, the dirty tr
 faults imply, and bad input (a truncated sysfs file, garbage) is an error naming the path.
 """
 import os
+import shutil
 
 import pytest
 
@@ -21,9 +22,13 @@ def _kernel(node):
 
 
 def _iommu_off(node):
+    # VT-d off in the BIOS: the kernel registers no DMAR unit.
     for name in os.listdir(node.path("sys/class/iommu")):
-        os.remove(node.path("sys/class/iommu/" + name)) if os.path.islink(node.path("sys/class/iommu/" + name)) \
-            else __import__("shutil").rmtree(node.path("sys/class/iommu/" + name))
+        full = node.path("sys/class/iommu/" + name)
+        if os.path.islink(full):
+            os.remove(full)
+        else:
+            shutil.rmtree(full)
 
 
 def _nic_in_wrong_slot(node):
@@ -56,6 +61,11 @@ def _not_held(node):
     node.outputs["apt_mark_showhold"] = "linux-image-6.8.0-45-generic\nnvidia-driver-550-server\n"
 
 
+def _ats_off(node):
+    name = "mlxconfig_0000:4c:00.0"
+    node.outputs[name] = node.outputs[name].replace("True(1)", "False(0)")
+
+
 FAULTS = [
     ("os.release", "another OS release", lambda n: n.write("etc/os-release", n.read("etc/os-release").replace('VERSION_ID="22.04"', 'VERSION_ID="24.04"'))),
     ("kernel.version", "another kernel booted", _kernel),
@@ -81,7 +91,7 @@ FAULTS = [
     ("nic.rails", "rail NIC not on its GPU's switch", _nic_in_wrong_slot),
     ("ib.ports", "IB port down", lambda n: n.write("sys/class/infiniband/mlx5_7/ports/1/state", "1: DOWN\n")),
     ("pcie.acs", "ACS redirect on a switch port", lambda n: n.set_acs("0000:28:01.0", ReqRedir=True, CmpltRedir=True)),
-    ("nic.ats", "ATS off on one rail NIC", lambda n: n.outputs.update({"mlxconfig_0000:4c:00.0": n.outputs["mlxconfig_0000:4c:00.0"].replace("True(1)", "False(0)")})),
+    ("nic.ats", "ATS off on one rail NIC", _ats_off),
     ("ofed.version", "another OFED", lambda n: n.outputs.update(ofed_info="MLNX_OFED_LINUX-24.01-0.3.3.1:\n")),
     ("ofed.kernel_match", "OFED built for another kernel", lambda n: n.outputs.update(modinfo_mlx5_core="6.8.0-40-generic SMP preempt mod_unload\n")),
     ("firmware.nic", "NIC firmware too old", lambda n: n.write("sys/class/infiniband/mlx5_4/fw_ver", "28.36.1010\n")),

@@ -380,7 +380,7 @@ def test_grub_tokens_follow_variable_expansion_and_name_the_source():
                 "GRUB_CMDLINE_LINUX_DEFAULT='console=ttyS0'\nexport GRUB_CMDLINE_LINUX=\"${GRUB_CMDLINE_LINUX} hugepages=32\"\n")]
     tokens = _checks.grub_tokens(sources)
     assert [t[0] for t in tokens] == ["iommu", "hugepagesz", "hugepages", "hugepages", "console"]
-    problems, _ = _checks.analyse_cmdline(tokens)
+    problems = _checks.analyse_cmdline(tokens)[0]
     assert len(problems) == 1 and "50-cloudimg-settings.cfg:2" in problems[0]
     with pytest.raises(ValueError, match="etc/default/grub line 1"):
         _checks.grub_tokens([("etc/default/grub", 'GRUB_CMDLINE_LINUX="iommu=pt\n')])

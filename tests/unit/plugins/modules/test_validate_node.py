@@ -24,7 +24,7 @@ def run_adhoc(args, check=False):
                ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0",
                ANSIBLE_PYTHON_INTERPRETER=sys.executable)
     cmd = [ANSIBLE, "localhost", "-m", "gpufleet.provision.validate_node", "-a", json.dumps(args)] + (["--check"] if check else [])
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, check=False)
     head, sep, body = proc.stdout.partition(" => ")
     assert sep, proc.stdout + proc.stderr
     return proc.returncode, json.loads(body)
