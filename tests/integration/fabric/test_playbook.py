@@ -1,0 +1,109 @@
+"""playbooks/fabric.yml end to end with ansible-playbook on the real capture, then the inventory plugin
+through `ansible-inventory --graph`/`--list`, as an operator runs them."""
+import json
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+BIN = os.path.join(REPO, ".venv", "bin")
+
+
+def tool(name):
+    path = os.path.join(BIN, name)
+    return path if os.path.exists(path) else shutil.which(name)
+
+
+def run(args, tmp_path, check=True):
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, ".build"),
+               ANSIBLE_COLLECTIONS_SCAN_SYS_PATH="false", ANSIBLE_NOCOLOR="1", ANSIBLE_LOCAL_TEMP=str(tmp_path / "atmp"),
+               ANSIBLE_HOME=str(tmp_path / "ahome"), ANSIBLE_STDOUT_CALLBACK="default")
+    proc = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                          env=env, cwd=str(tmp_path), timeout=300)
+    if check:
+        assert proc.returncode == 0, proc.stdout[-4000:]
+    return proc
+
+
+def recap(output):
+    m = re.search(r"localhost\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", output)
+    assert m, output[-2000:]
+    return dict(zip(("ok", "changed", "unreachable", "failed"), map(int, m.groups())))
+
+
+@pytest.fixture
+def setup(tmp_path, realdata):
+    if not tool("ansible-playbook"):
+        pytest.skip("ansible-playbook absent (make venv)")
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    facts = {"nics": [{"name": "mlx5_%d" % i, "node_desc": "a08-p1-dgx-04-c01 mlx5_%d" % i, "role": "rail",
+                       "rail": r} for r, i in enumerate((0, 1, 4, 5))],
+             "numa": {"nodes": [{"id": 0, "cpus": [0, 104]}]}, "cpu": {"siblings": [[0, 104]]}, "pairs": []}
+    for host, status in (("a08-p1-dgx-04-c01", "pass"), ("a08-p1-dgx-04-c02", "pass"), ("a08-p1-dgx-04-c03", "fail")):
+        (reports / ("%s.json" % host)).write_text(json.dumps(
+            {"report": {"status": status, "node": host, "profile": "hgx-h100", "checks": []},
+             "facts": facts if host.endswith("c01") else {}}))
+    extra = {"fabric_dest": str(tmp_path / "out"), "fabric_reports_dir": str(reports),
+             "fabric_ibnetdiscover": [os.path.join(realdata, "ibnetdiscover", "superpod-h100-example.out")]}
+    (tmp_path / "extra.json").write_text(json.dumps(extra))
+    return tmp_path
+
+
+def playbook(tmp_path, *more):
+    return run([tool("ansible-playbook"), os.path.join(REPO, "playbooks", "fabric.yml"), "-e", "@extra.json"] + list(more),
+               tmp_path)
+
+
+def test_playbook_writes_then_is_idempotent(setup):
+    tmp_path = setup
+    out = tmp_path / "out"
+    check = playbook(tmp_path, "--check")
+    assert recap(check.stdout)["changed"] == 1 and not out.exists()
+    first = playbook(tmp_path)
+    assert recap(first.stdout)["changed"] == 1
+    assert "Fabric inventory: 121 nodes, 4 rails, 8 SUs" in first.stdout
+    doc = json.loads((out / "fabric.json").read_text())
+    assert doc["nodes"]["a08-p1-dgx-04-c01"]["status"] == "green"
+    assert doc["nodes"]["a08-p1-dgx-04-c03"]["status"] == "quarantined"
+    assert doc["nodes"]["a08-p1-dgx-04-c01"]["numa"] == [{"id": 0, "cpus": [0, 104]}]
+    topo = (out / "topology.conf").read_text()
+    assert "SwitchName=su4-b1 Nodes=a08-p1-dgx-04-c[01-02]" in topo
+    assert (out / "nccl" / "a08-p1-dgx-04-c01.env").read_text().splitlines()[-1] == "NCCL_IB_HCA==mlx5_0:1,mlx5_1:1,mlx5_4:1,mlx5_5:1"
+    labels = json.loads((out / "labels" / "a08-p1-dgx-04-c03.json").read_text())["metadata"]["labels"]
+    assert labels["fabric.gpufleet.io/status"] == "quarantined"
+    second = playbook(tmp_path)
+    assert recap(second.stdout)["changed"] == 0
+    diff = playbook(tmp_path, "--check", "--diff")
+    assert recap(diff.stdout)["changed"] == 0
+
+
+def test_inventory_graph(setup):
+    tmp_path = setup
+    playbook(tmp_path)
+    (tmp_path / "site.fabric.yml").write_text("plugin: gpufleet.provision.fabric\npath: out/fabric.json\n"
+                                              "keyed_groups:\n  - key: fabric.block\n    prefix: blk\n")
+    graph = run([tool("ansible-inventory"), "-i", "site.fabric.yml", "--graph", "status_green"], tmp_path).stdout
+    assert re.findall(r"\|--(\S+)", graph) == ["a08-p1-dgx-04-c01", "a08-p1-dgx-04-c02"]
+    graph = run([tool("ansible-inventory"), "-i", "site.fabric.yml", "--graph", "leaf_B09_P1_IBLEAF_03_08"], tmp_path).stdout
+    hosts = re.findall(r"\|--(\S+)", graph)
+    # grep: 13 b08 hosts' HCA-5, b08-...-c01's HCA-6 (swapped) and ubuntu mlx5_0 sit on that leaf
+    assert len(hosts) == 15 and "b08-p1-dgx-08-c01" in hosts and "ubuntu" in hosts
+    listing = json.loads(run([tool("ansible-inventory"), "-i", "site.fabric.yml", "--list"], tmp_path).stdout)
+    assert listing["blk_su8_b2"]["hosts"] == ["b08-p1-dgx-08-c01"]
+    assert len(listing["status_unknown"]["hosts"]) == 121 - 3
+    su = listing["_meta"]["hostvars"]["a08-p1-dgx-04-c01"]["fabric"]["su"]
+    # ansible-core 2.19 marks inventory strings as unsafe in --list: {"__ansible_unsafe": "su4"}
+    assert (su.get("__ansible_unsafe") if isinstance(su, dict) else su) == "su4"
+
+
+def test_role_refuses_missing_inputs(setup):
+    tmp_path = setup
+    proc = run([tool("ansible-playbook"), os.path.join(REPO, "playbooks", "fabric.yml"), "-e", "fabric_dest=/nonexistent-never"],
+               tmp_path, check=False)
+    assert proc.returncode != 0
+    assert "at least one of fabric_ibnetdiscover" in proc.stdout
+    assert not os.path.exists("/nonexistent-never")
