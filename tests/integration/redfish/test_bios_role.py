@@ -42,7 +42,7 @@ PLAYBOOK = textwrap.dedent("""\
             tasks_from: verify
         - name: Show the role's facts
           ansible.builtin.debug:
-            msg: "reboot_required={{ bios_reboot_required }} vendor={{ bios_vendor_profile }} shared={{ gpufleet_reboot_required }}"
+            msg: "reboot_required={{ bios_reboot_required }} vendor={{ bios_vendor_profile }} shared={{ gpufleet_reboot_required | default(false) }}"
     """)
 
 
