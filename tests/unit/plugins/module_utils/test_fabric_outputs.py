@@ -147,3 +147,21 @@ def test_summary_mentions_every_kind_and_block():
     for block in doc["blocks"]:
         assert "%s=%d" % (block["name"], block["size"]) in text
     assert len(text.splitlines()) < 40
+
+
+def test_fabric_json_matches_the_published_schema(realdata):
+    import pytest
+    jsonschema = pytest.importorskip("jsonschema", reason="jsonschema absent (it comes with ansible-lint)")
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "docs", "fabric.schema.json")) as handle:
+        schema = json.load(handle)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    real = _fabric.analyze([parse(open(os.path.join(realdata, "ibnetdiscover", "superpod-h100-example.out")).read(), "real.out")])
+    for doc in (doc_with_status(), real):
+        files, _ = out.render(doc)
+        loaded = json.loads(files["fabric.json"])
+        errors = sorted(validator.iter_errors(loaded), key=lambda e: list(e.path))
+        assert errors == [], errors[0].message
+    broken = json.loads(out.render(doc_with_status())[0]["fabric.json"])
+    broken["anomalies"][0]["kind"] = "made_up"
+    assert not validator.is_valid(broken)
