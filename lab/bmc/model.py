@@ -202,6 +202,10 @@ class BiosModel:
         except (OSError, ValueError):
             return {}
 
+    def fault(self, name):
+        """Value of a switch in faults.json ({"stuck_job": true, "ignore_graceful": true, ...})."""
+        return self._faults().get(name)
+
     def take_503(self):
         """True when faults.json {"http_503": N} still has N > 0 (decremented on each use)."""
         with self.lock:

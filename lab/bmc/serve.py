@@ -294,6 +294,9 @@ def build_app(args):
     def system_reset_action(identity):
         reset_type = (flask.request.get_json(silent=True) or {}).get("ResetType")
         was_power = app.systems.get_power_state(identity)
+        if reset_type in ("GracefulRestart", "GracefulShutdown") and bios.fault("ignore_graceful"):
+            # A hung OS: the BMC accepts the graceful request and nothing happens.
+            return flask.Response(status=204)
         response = original_reset(identity)
         if response.status_code < 300:
             bios.reset(reset_type, was_power)
