@@ -14,7 +14,7 @@ description:
   - Reads the C(fabric.json) written by M(gpufleet.provision.fabric_inventory) and adds every node with
     groups by placement block, leaf, rail, scalable unit (SU), fabric segment and status, so a play can
     target "every node on leaf X" (C(leaf_X)) or "all quarantined nodes" (C(status_quarantined)).
-  - Each host gets the variable C(fabric) (its record: status, su, block, rails with leaf and port).
+  - Each host gets the variable C(fabric), its record (status, su, block, rails with leaf and port).
   - The configuration file name must end with C(fabric.yml) or C(fabric.yaml).
 extends_documentation_fragment:
   - constructed

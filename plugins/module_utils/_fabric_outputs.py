@@ -169,8 +169,8 @@ def summary_text(doc):
     lines.append("Blocks (placement groups, same leaf on every rail):")
     for su in doc["sus"]:
         mine = [b for b in doc["blocks"] if b["su"] == su["name"]]
-        lines.append("  %-6s rails %-9s %s" % (su["name"], ",".join(sorted(su["leaves"], key=int)),
-                                              " ".join("%s=%d" % (b["name"], b["size"]) for b in mine)))
+        sizes = " ".join("%s=%d" % (b["name"], b["size"]) for b in mine)
+        lines.append("  %-6s rails %-9s %s" % (su["name"], ",".join(sorted(su["leaves"], key=int)), sizes))
     loose = [b for b in doc["blocks"] if b["su"] is None]
     if loose:
         lines.append("  no SU  " + " ".join("%s=%d" % (b["name"], b["size"]) for b in loose))

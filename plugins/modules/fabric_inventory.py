@@ -37,13 +37,14 @@ options:
     default: {}
   cabling_plan:
     description:
-      - Declared cabling plan, a mapping or the path of a YAML file, C({sus: {<su>: {leaves: {<rail>: <leaf>},
-        nodes: {<host>: <leaf port>}}}}). When given, SU names and the leaf of each rail come from it and
-        every deviation is an anomaly.
+      - "Declared cabling plan, a mapping or the path of a YAML file: C(sus) maps each SU name to C(leaves)
+        (rail number to leaf switch name) and optional C(nodes) (host to leaf port, or a list of hosts)."
+      - When given, SU names and the leaf of each rail come from it, and every deviation is an anomaly.
     type: raw
   nodes:
     description:
-      - Node facts and gate reports by host, host -> C({report: {status: pass|fail, ...}, facts: <ansible_facts.gpufleet>}).
+      - "Node facts and gate reports by host: host name to an object with C(report) (the gate report, C(status) is
+        C(pass) or C(fail)) and C(facts) (the host's C(ansible_facts.gpufleet))."
       - C(pass) makes a node C(green), C(fail) C(quarantined), anything else or no entry C(unknown).
       - Facts map adapters to hosts by GUID (even when the node description was never set), give the
         RDMA device names for NCCL, the rail of each NIC (the GPU it pairs with), and exclude storage NICs.
@@ -52,7 +53,7 @@ options:
   reports_dir:
     description:
       - Folder of gate reports, one C(<inventory_hostname>.json) per host as the validate role writes them
-        (C({report: {...}, facts: {...}})). Read into O(nodes); an entry given in O(nodes) wins.
+        (an object with C(report) and C(facts)). Read into O(nodes); an entry given in O(nodes) wins.
       - A file that is not such JSON fails the module, naming the file.
     type: path
   dest:
