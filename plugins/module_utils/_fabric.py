@@ -788,7 +788,9 @@ def _link_anomalies(switches, hosts, isl_links, sus, leaf_su, anomalies):
             continue
         norm = pair_norm.get(sw["segment"])
         su = leaf_su.get(sw["name"])
-        peers = [l for l in (sus[su]["leaves"].values() if su in sus else []) if l != sw["name"]]
+        # Peers: the other leaves of its SU in the same segment (another segment has its own spines).
+        peers = [l for l in (sus[su]["leaves"].values() if su in sus else [])
+                 if l != sw["name"] and switches[l]["segment"] == sw["segment"]]
         expected = set()
         for leaf in peers:
             expected.update(switches[leaf]["uplinks"])

@@ -359,3 +359,17 @@ def test_roce_from_lldp():
     got = sorted((a["host"], a["hca"], a["switch"]) for a in kinds(doc, "miscabled_rail"))
     assert got == [("r3", "mlx5_0", "tor-r1-a"), ("r3", "mlx5_1", "tor-r0-a")]
     assert doc["blocks"][0]["nodes"] == ["r1", "r2"]
+
+
+def test_two_segments_carry_different_rails_of_the_same_hosts():
+    # A SuperPOD-like split: rails 0-1 on segment A, rails 2-3 (mlx5_10, mlx5_11) on segment B.
+    a, _ = ibnetgen.rail_fabric(sus=2, rails=2, hca="mlx5_%d", leaf="a-leaf-r%d-su%d", spine="a-spine%02d")
+    b, info_b = ibnetgen.rail_fabric(sus=2, rails=2, hca="mlx5_1%d", leaf="b-leaf-r%d-su%d", spine="b-spine%02d")
+    b.unlink(info_b["leaf"][(2, 1)], 5)     # one uplink of segment B missing
+    doc = _fabric.analyze([parse(a.text(), "/x/segA.out"), parse(b.text(), "/x/segB.out")])
+    assert doc["segments"] == ["segA", "segB"]
+    assert [(r["rail"], r["names"]) for r in doc["rails"]] == [(0, ["mlx5_0"]), (1, ["mlx5_1"]), (2, ["mlx5_10"]), (3, ["mlx5_11"])]
+    assert doc["sus"][0]["leaves"] == {"0": "a-leaf-r0-su1", "1": "a-leaf-r1-su1", "2": "b-leaf-r0-su1", "3": "b-leaf-r1-su1"}
+    assert [(b["name"], b["size"]) for b in doc["blocks"]] == [("su1-b1", 4), ("su2-b1", 4)]
+    assert doc["nodes"]["gpu00001"]["segments"] == ["segA", "segB"]
+    assert [(a["kind"], a["switch"], a["peer"]) for a in doc["anomalies"]] == [("link_missing", "b-leaf-r1-su2", "b-spine01")]
