@@ -8,7 +8,8 @@ builds vendor URLs by hand. Here every failure is one exception type, RedfishErr
 names the BMC and the cause, and every resource is reached by following links from the service root.
 
 BMCs are slow and flaky: timeouts, connection resets and 5xx are retried with exponential backoff
-(bounded, honouring a bounded Retry-After); 4xx never are. The password is never part of a message.
+(bounded, honouring a bounded Retry-After); 4xx never are, and a POST that timed out is not sent
+again (the reset may have happened). The password is never part of a message.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -123,7 +124,9 @@ class RedfishClient:
         """Send one request with retries; return Response or raise RedfishError."""
         attempts = self.retries + 1
         last = None
+        tried = 0
         for attempt in range(attempts):
+            tried = attempt + 1
             retry_after = None
             try:
                 resp = self._open(method, path, body, use_auth)
@@ -151,23 +154,31 @@ class RedfishClient:
                     raise self._tls_error(reason)
                 if isinstance(reason, (socket.timeout, TimeoutError)):
                     last = "no answer within %ss (timed out)" % self.timeout
+                    if method == "POST":
+                        break  # a reset or job POST may have been processed: never send it twice
                 else:
                     last = "cannot connect (%s)" % (reason,)
+                    if method == "POST" and isinstance(reason, ConnectionResetError):
+                        break
                 self._backoff(attempt, attempts, None)
                 continue
             except (socket.timeout, TimeoutError) as exc:
                 last = "no answer within %ss (%s)" % (self.timeout, exc or "timed out")
+                if method == "POST":
+                    break  # a reset or job POST may have been processed: never send it twice
                 self._backoff(attempt, attempts, None)
                 continue
             except (ConnectionError, OSError) as exc:
                 last = "connection failed (%s)" % (exc,)
+                if method == "POST" and not isinstance(exc, ConnectionRefusedError):
+                    break
                 self._backoff(attempt, attempts, None)
                 continue
             if status not in ok:
                 raise self._http_error(method, path, status, "", raw)
             return Response(status, headers, self._decode(method, path, raw))
         raise RedfishError("BMC %s: %s %s failed after %d attempt(s): %s" % (
-            self.name, method, path, attempts, last))
+            self.name, method, path, tried, last))
 
     def _backoff(self, attempt, attempts, retry_after):
         if attempt + 1 >= attempts:
