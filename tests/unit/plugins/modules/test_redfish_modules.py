@@ -1,0 +1,40 @@
+"""redfish_bios / redfish_power argument handling, run as Ansible runs a module (no BMC needed:
+these fail before the first request). Behaviour against a BMC: tests/integration/redfish."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+BUILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..", ".build")
+
+
+def run(module, args):
+    proc = subprocess.run([sys.executable, "-m", "ansible_collections.gpufleet.provision.plugins.modules." + module],
+                          input=json.dumps({"ANSIBLE_MODULE_ARGS": args}), capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=os.path.abspath(BUILD)), timeout=60)
+    return proc.returncode, json.loads(proc.stdout)
+
+
+@pytest.mark.parametrize("module", ["redfish_bios", "redfish_power"])
+def test_baseurl_without_scheme_fails_clearly(module):
+    args = dict(baseurl="10.0.0.5", username="root", password="calvin-secret")
+    if module == "redfish_bios":
+        args["settings"] = {"snc": "snc4"}
+    rc, result = run(module, args)
+    assert rc == 1 and "must look like https://" in result["msg"]
+    assert "calvin-secret" not in json.dumps(result)
+
+
+def test_credentials_in_url_are_refused_without_echoing_them():
+    rc, result = run("redfish_bios", dict(baseurl="https://root:calvin-secret@10.0.0.5", username="root",
+                                          password="calvin-secret", attributes={"LogicalProc": "Enabled"}))
+    assert rc == 1 and "not in baseurl" in result["msg"] and "calvin-secret" not in json.dumps(result)
+
+
+def test_bios_needs_attributes_or_settings_and_valid_choices():
+    rc, result = run("redfish_bios", dict(baseurl="https://b", username="u", password="pw-123456"))
+    assert rc == 1 and "attributes, settings" in result["msg"]
+    rc, result = run("redfish_bios", dict(baseurl="https://b", username="u", password="pw-123456", settings={"snc": "snc8"}))
+    assert rc == 1 and "snc" in result["msg"] and "snc4" in result["msg"]
