@@ -55,7 +55,7 @@ rm -f "$rootfs/etc/apt/sources.list"
 echo "deb [trusted=yes] file:/srv/gpufleet-repo ./" >"$rootfs/etc/apt/sources.list.d/gpufleet-lab.list"
 # Units that make no sense in a container and only slow the boot or fail.
 for unit in systemd-networkd-wait-online.service systemd-timesyncd.service apt-daily.timer apt-daily-upgrade.timer \
-            e2scrub_all.timer fstrim.timer getty@tty1.service console-getty.service systemd-logind.service; do
+            e2scrub_all.timer fstrim.timer getty@tty1.service console-getty.service; do
   ln -sf /dev/null "$rootfs/etc/systemd/system/$unit"
 done
 echo twin >"$rootfs/etc/hostname"

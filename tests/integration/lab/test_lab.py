@@ -1,0 +1,190 @@
+"""The lab behaves like the fleet where it matters (issue 4): reachable twins, the dirty model seen
+by node_facts, BIOS pending until the BMC's reset, GRUB -> /proc/cmdline on an in-band reboot,
+the loaded driver following the installed package, fabric manager failing on a version mismatch.
+
+One private lab per session (conftest.py). Tests that change a twin use one twin each, so the
+order of the first two tests (which read the fresh state) is the only order that matters.
+"""
+import os
+import subprocess
+
+
+def _params(facts, key):
+    return [p["value"] for p in facts["kernel"]["cmdline"]["params"] if p["key"] == key]
+
+
+def test_inventory_reaches_every_twin(lab):
+    proc = lab.playbook("""
+- hosts: all
+  gather_facts: false
+  tasks:
+    - ansible.builtin.ping:
+    - ansible.builtin.command: systemctl is-system-running
+      register: running
+      changed_when: false
+      failed_when: running.stdout not in ['running', 'degraded']
+""")
+    assert "ok=2" in proc.stdout
+    for name in ("twin1", "twin2", "twin3", "twin4"):
+        assert "%s " % name in proc.stdout and "unreachable=0" in proc.stdout
+    # the twins are separate hosts: own hostname, same rendered model
+    assert lab.ssh("twin3", "hostname").stdout.strip() == "twin3"
+
+
+def test_fresh_twins_report_the_dirty_model(lab):
+    facts = lab.facts()
+    assert sorted(facts) == ["twin1", "twin2", "twin3", "twin4"]
+
+    clean = facts["twin4"]
+    assert [n["id"] for n in clean["numa"]["nodes"]] == list(range(8))       # SNC4 on 2 sockets
+    assert clean["cpu"]["online_count"] == 208 and clean["cpu"]["smt_active"] is True
+    assert clean["nvidia"]["driver_version"] == "550.90.07"
+    assert clean["kernel"]["release"] == "6.1.0-26-amd64"
+    assert clean["kernel"]["thp"]["enabled"] == "never" and clean["kernel"]["numa_balancing"] == 0
+    assert clean["kernel"]["hugepages"]["1048576"] == 64
+    assert clean["kernel"]["iommu"]["active"] is True and clean["kernel"]["kvm"] is True
+    assert clean["kernel"]["governor"]["not_performance"] == []
+    assert all(n["ports"][0]["state"] == "ACTIVE" for n in clean["nics"])
+    assert len(clean["gpus"]) == 8 and clean["nvidia"]["nvswitch_present"] is True
+    assert clean["os"]["ID"] == "debian"
+
+    t1 = facts["twin1"]  # SNC off, HT off, hugepages in grub and grub.d, THP always, balancing on
+    assert len(t1["numa"]["nodes"]) == 2
+    assert t1["cpu"]["online_count"] == 104 and t1["cpu"]["smt_active"] is False
+    assert _params(t1, "hugepages") == ["64", "32"]                           # twice on the cmdline
+    assert t1["kernel"]["hugepages"]["1048576"] == 64                         # the kernel ignores the second
+    assert t1["kernel"]["thp"]["enabled"] == "always" and t1["kernel"]["numa_balancing"] == 1
+
+    t2 = facts["twin2"]  # VT-d off, wrong driver, governor powersave, ACS on a GPU-NIC bridge
+    assert t2["kernel"]["iommu"]["active"] is False
+    assert t2["nvidia"]["driver_version"] == "535.183.01"
+    assert t2["kernel"]["governor"]["not_performance"] == [3, 4]
+    ctl = t2["pcie"]["bridges"]["0000:17:00.0"]["acs"]["ctl"]
+    assert ctl["ReqRedir"] is True and ctl["CmpltRedir"] is True
+
+    t3 = facts["twin3"]  # IB port down, one at HDR
+    ports = {n["name"]: n["ports"][0] for n in t3["nics"]}
+    assert ports["mlx5_0"]["state"] == "DOWN"
+    assert ports["mlx5_1"]["rate_gbps"] == 200.0 and ports["mlx5_2"]["rate_gbps"] == 400.0
+
+    # OS-side faults are real files and real dpkg state
+    assert lab.ssh("twin1", "apt-mark showhold").stdout.split() == []
+    assert sorted(lab.ssh("twin4", "apt-mark showhold").stdout.split()) == [
+        "linux-image-6.1.0-26-amd64", "nvidia-driver-550-server", "nvidia-fabricmanager-550"]
+    assert "hugepages=32" in lab.ssh("twin1", "cat /etc/default/grub.d/50-cloudimg-settings.cfg").stdout
+    assert lab.ssh("twin4", "ofed_info -s").stdout.strip() == "MLNX_OFED_LINUX-23.10-1.1.9.0:"
+
+
+def test_fabric_manager_fails_on_mismatch_and_runs_on_match(lab):
+    state = lab.ssh("twin3", "systemctl is-active nvidia-fabricmanager", check=False).stdout.strip()
+    assert state == "failed"
+    journal = lab.ssh("twin3", "journalctl -b -u nvidia-fabricmanager -o cat --no-pager").stdout
+    assert ("fabric manager NVIDIA GPU driver interface version 550.54.15 don't match with driver version "
+            "550.90.07") in journal
+    assert lab.ssh("twin4", "systemctl is-active nvidia-fabricmanager").stdout.strip() == "active"
+
+    lab.playbook("""
+- hosts: twin3
+  gather_facts: false
+  tasks:
+    - name: Install the fabric manager that matches the loaded driver
+      ansible.builtin.apt:
+        name: nvidia-fabricmanager-550=550.90.07-0ubuntu0.22.04.1
+        update_cache: true
+        allow_change_held_packages: true   # the mismatched one is held, as the baseline holds FM
+    - name: Start it
+      ansible.builtin.systemd_service:
+        name: nvidia-fabricmanager
+        state: restarted
+""")
+    assert lab.ssh("twin3", "systemctl is-active nvidia-fabricmanager").stdout.strip() == "active"
+    assert lab.ssh("twin3", "nv-fabricmanager --version").stdout.strip() == "Fabric Manager version is : 550.90.07"
+
+
+def test_bios_pending_at_the_bmc_applies_on_reset(lab):
+    # Follow the links like a client must (Dell flavour: Bios/Settings + a config job).
+    _, systems, _ = lab.redfish("twin1", "GET", "/redfish/v1/Systems")
+    system = systems["Members"][0]["@odata.id"]
+    _, sysdoc, _ = lab.redfish("twin1", "GET", system)
+    _, bios, _ = lab.redfish("twin1", "GET", sysdoc["Bios"]["@odata.id"])
+    assert bios["Attributes"]["SubNumaCluster"] == "Disabled" and bios["Attributes"]["LogicalProc"] == "Disabled"
+    settings = bios["@Redfish.Settings"]["SettingsObject"]["@odata.id"]
+    status, _, _ = lab.redfish("twin1", "PATCH", settings, {
+        "Attributes": {"SubNumaCluster": "4WayClustering", "LogicalProc": "Enabled"},
+        "@Redfish.SettingsApplyTime": {"ApplyTime": "OnReset"}})
+    assert status in (200, 202, 204)
+
+    before = lab.boot_id("twin1")
+    assert len(lab.facts("twin1")["twin1"]["numa"]["nodes"]) == 2            # pending: nothing changed yet
+
+    status, _, _ = lab.redfish("twin1", "POST", sysdoc["Actions"]["#ComputerSystem.Reset"]["target"],
+                               {"ResetType": "ForceRestart"})
+    assert status in (200, 202, 204)
+    lab.wait_new_boot("twin1", before)
+    after = lab.facts("twin1")["twin1"]
+    assert len(after["numa"]["nodes"]) == 8                                    # SNC4: 2 NUMA nodes became 8
+    assert after["cpu"]["online_count"] == 208 and after["cpu"]["smt_active"] is True   # HT on doubles the CPUs
+    _, bios, _ = lab.redfish("twin1", "GET", sysdoc["Bios"]["@odata.id"])
+    assert bios["Attributes"]["SubNumaCluster"] == "4WayClustering"
+
+
+def test_grub_change_and_inband_reboot(lab):
+    """twin2: install the fleet's driver (replacing the held 535 branch), change GRUB, reboot in-band."""
+    before = lab.boot_id("twin2")
+    lab.playbook("""
+- hosts: twin2
+  gather_facts: false
+  tasks:
+    - name: Release the held 535 branch (apt never removes a held package to resolve a conflict)
+      ansible.builtin.dpkg_selections:
+        name: "{{ item }}"
+        selection: install
+      loop: [nvidia-driver-535-server, nvidia-fabricmanager-535]
+    - name: Install the fleet driver (conflicts with and replaces the 535 branch)
+      ansible.builtin.apt:
+        name: [nvidia-driver-550-server=550.90.07-0ubuntu0.22.04.1, nvidia-fabricmanager-550=550.90.07-0ubuntu0.22.04.1]
+    - name: New kernel command line
+      ansible.builtin.lineinfile:
+        path: /etc/default/grub
+        regexp: '^GRUB_CMDLINE_LINUX='
+        line: 'GRUB_CMDLINE_LINUX="intel_iommu=on iommu=pt default_hugepagesz=1G hugepagesz=1G hugepages=128 transparent_hugepage=never numa_balancing=disable"'
+    - name: Regenerate grub.cfg
+      ansible.builtin.command: update-grub
+      changed_when: true
+""")
+    # installed but not booted: the old module is loaded, the new library refuses it (as on a real node)
+    smi = lab.ssh("twin2", "nvidia-smi", check=False)
+    assert smi.returncode != 0 and "Driver/library version mismatch" in smi.stdout
+    assert "hugepages=64" in lab.ssh("twin2", "cat /run/twin/proc/cmdline").stdout
+
+    lab.playbook("""
+- hosts: twin2
+  gather_facts: false
+  tasks:
+    - name: Reboot as the collection's handler does
+      ansible.builtin.reboot:
+        boot_time_command: "{{ gpufleet_boot_time_command }}"
+        reboot_timeout: 120
+""")
+    after_id = lab.boot_id("twin2")
+    assert after_id and after_id != before
+    facts = lab.facts("twin2")["twin2"]
+    assert "hugepages=128" in facts["kernel"]["cmdline"]["raw"].split()
+    assert facts["kernel"]["hugepages"]["1048576"] == 128
+    assert facts["nvidia"]["driver_version"] == "550.90.07"
+    assert lab.ssh("twin2", "nvidia-smi --query-gpu=driver_version --format=csv,noheader").stdout.split() == ["550.90.07"] * 8
+    assert lab.ssh("twin2", "systemctl is-active nvidia-fabricmanager").stdout.strip() == "active"
+
+
+def test_zz_down_leaves_nothing_running_or_bound(lab):
+    proc = lab.lab_sh("down", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    names = subprocess.run(["podman", "ps", "-a", "--format", "{{.Names}}"], capture_output=True, text=True,
+                           env=lab.env, check=True).stdout.split()
+    assert [n for n in names if n.startswith(lab.prefix)] == []
+    for hostvars in lab.hosts.values():
+        assert not lab.port_open(hostvars["ansible_port"]), hostvars["ansible_port"]
+        assert not lab.port_open(hostvars["gpufleet_lab_twin"]["bmc"]["port"])
+    assert not [n for n in os.listdir(os.path.join(lab.state, "bmc")) if n.endswith(".pid")]
+    # a second down is a no-op, not an error
+    assert lab.lab_sh("down").returncode == 0
