@@ -35,6 +35,11 @@ options:
         (an object, or its text).
     type: dict
     default: {}
+  lldp_dir:
+    description:
+      - Folder of LLDP captures, one C(<inventory_hostname>.json) per host holding C(lldpctl -f json) output
+        (what the fabric role's C(collect) entry point writes). Read into O(lldp); an entry of O(lldp) wins.
+    type: path
   cabling_plan:
     description:
       - "Declared cabling plan, a mapping or the path of a YAML file: C(sus) maps each SU name to C(leaves)
@@ -178,7 +183,9 @@ def load_inputs(params):
         except (IOError, OSError) as exc:
             raise _fabric.FabricError("ibnetdiscover file %s: cannot read it: %s" % (path, to_native(exc)))
     lldp = {}
-    for host, value in (params["lldp"] or {}).items():
+    merged = load_lldp_dir(params["lldp_dir"]) if params.get("lldp_dir") else {}
+    merged.update(params["lldp"] or {})
+    for host, value in merged.items():
         if isinstance(value, str):
             try:
                 value = json.loads(value)
@@ -201,6 +208,24 @@ def load_inputs(params):
     if not captures and not lldp:
         raise _fabric.FabricError("no fabric data: give at least one ibnetdiscover file or LLDP neighbours")
     return captures, lldp, plan
+
+
+def load_lldp_dir(folder):
+    """<folder>/<host>.json (lldpctl -f json) -> {host: object}."""
+    if not os.path.isdir(folder):
+        raise _fabric.FabricError("lldp_dir %s: not a folder" % folder)
+    out = {}
+    for name in sorted(os.listdir(folder)):
+        if name.endswith(".json"):
+            path = os.path.join(folder, name)
+            try:
+                with open(path) as handle:
+                    out[name[:-len(".json")]] = json.load(handle)
+            except (IOError, OSError) as exc:
+                raise _fabric.FabricError("lldp file %s: cannot read it: %s" % (path, to_native(exc)))
+            except ValueError as exc:
+                raise _fabric.FabricError("lldp file %s: not JSON (expected `lldpctl -f json` output): %s" % (path, to_native(exc)))
+    return out
 
 
 def load_reports(folder):
@@ -255,6 +280,7 @@ def main():
         argument_spec=dict(
             ibnetdiscover=dict(type="list", elements="path", default=[]),
             lldp=dict(type="dict", default={}),
+            lldp_dir=dict(type="path"),
             cabling_plan=dict(type="raw"),
             nodes=dict(type="dict", default={}),
             reports_dir=dict(type="path"),

@@ -107,3 +107,33 @@ def test_role_refuses_missing_inputs(setup):
     assert proc.returncode != 0
     assert "at least one of fabric_ibnetdiscover" in proc.stdout
     assert not os.path.exists("/nonexistent-never")
+
+
+def test_collect_then_build(setup):
+    """The collect entry point on a host (localhost here), with the capture commands replaced by `cat`
+    of the real capture and of an lldpctl JSON file (no InfiniBand HCA or lldpd on this machine)."""
+    tmp_path = setup
+    real = os.path.join(os.path.dirname(json.loads((tmp_path / "extra.json").read_text())["fabric_ibnetdiscover"][0]),
+                        "superpod-h100-example.out")
+    lldp = {"lldp": {"interface": {"eth0": {"chassis": {"tor-r0": {"id": {"type": "mac", "value": "0"}}},
+                                            "port": {"id": {"type": "ifname", "value": "Ethernet7"}}}}}}
+    (tmp_path / "lldp.json").write_text(json.dumps(lldp))
+    (tmp_path / "hosts.yml").write_text(
+        "all:\n  children:\n    fabric_capture:\n      hosts:\n        gpu-roce-01:\n"
+        "          ansible_connection: local\n          ansible_python_interpreter: %s\n" % os.path.join(BIN, "python"))
+    extra = {"fabric_dest": str(tmp_path / "out2"), "fabric_capture_dir": str(tmp_path / "captures"),
+             "fabric_collect_ibnetdiscover": True, "fabric_collect_lldp": True, "fabric_segment": "seg-a",
+             "fabric_ibnetdiscover_command": ["cat", real], "fabric_lldp_command": ["cat", str(tmp_path / "lldp.json")],
+             "fabric_topology_statuses": ["green", "unknown"]}
+    (tmp_path / "extra2.json").write_text(json.dumps(extra))
+    proc = run([tool("ansible-playbook"), "-i", "hosts.yml", os.path.join(REPO, "playbooks", "fabric.yml"), "-e", "@extra2.json"],
+               tmp_path)
+    with open(real) as handle:
+        # command output loses trailing blank lines; everything else is kept byte for byte
+        assert (tmp_path / "captures" / "ibnetdiscover" / "seg-a.out").read_text() == handle.read().rstrip("\n") + "\n"
+    assert json.loads((tmp_path / "captures" / "lldp" / "gpu-roce-01.json").read_text()) == lldp
+    doc = json.loads((tmp_path / "out2" / "fabric.json").read_text())
+    assert doc["segments"] == ["roce", "seg-a"]
+    assert doc["nodes"]["gpu-roce-01"]["rails"][0]["leaf"] == "tor-r0"
+    assert len(doc["nodes"]) == 122
+    assert "Fabric inventory: 122 nodes" in proc.stdout
