@@ -95,7 +95,7 @@ options:
     elements: str
     default: ['(?i)ufm']
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (@gpufleet)
 attributes:
   check_mode:
     support: full

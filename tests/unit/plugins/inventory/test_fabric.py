@@ -121,7 +121,7 @@ def test_verify_file_wants_fabric_yml(tmp_path, plugin_factory):
 
 
 def test_real_files_from_render(tmp_path, plugin_factory):
-    files, _ = _fabric_outputs.render(doc())
+    files = _fabric_outputs.render(doc())[0]
     (tmp_path / "fabric.json").write_text(files["fabric.json"])
     cfg = tmp_path / "r.fabric.yml"
     cfg.write_text("plugin: gpufleet.provision.fabric\npath: fabric.json\n")

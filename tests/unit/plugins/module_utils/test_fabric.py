@@ -363,7 +363,7 @@ def test_roce_from_lldp():
 
 def test_two_segments_carry_different_rails_of_the_same_hosts():
     # A SuperPOD-like split: rails 0-1 on segment A, rails 2-3 (mlx5_10, mlx5_11) on segment B.
-    a, _ = ibnetgen.rail_fabric(sus=2, rails=2, hca="mlx5_%d", leaf="a-leaf-r%d-su%d", spine="a-spine%02d")
+    a = ibnetgen.rail_fabric(sus=2, rails=2, hca="mlx5_%d", leaf="a-leaf-r%d-su%d", spine="a-spine%02d")[0]
     b, info_b = ibnetgen.rail_fabric(sus=2, rails=2, hca="mlx5_1%d", leaf="b-leaf-r%d-su%d", spine="b-spine%02d")
     b.unlink(info_b["leaf"][(2, 1)], 5)     # one uplink of segment B missing
     doc = _fabric.analyze([parse(a.text(), "/x/segA.out"), parse(b.text(), "/x/segB.out")])

@@ -23,7 +23,7 @@ def expand(expr):
             names.append(part)
             continue
         for rng in m.group(2).split(","):
-            lo, _, hi = rng.partition("-")
+            lo, hi = (rng.split("-") + [""])[:2]
             for n in range(int(lo), int(hi or lo) + 1):
                 names.append("%s%0*d" % (m.group(1), len(lo), n))
     return names
@@ -75,7 +75,7 @@ def test_topology_block():
     doc = doc_with_status()
     lines = slurm_lines(out.topology_block(doc, ("green",), [2, 4]))
     blocks = [re.match(r"BlockName=(\S+) Nodes=(\S+)", l).groups() for l in lines if l.startswith("BlockName")]
-    assert sorted(h for _, nodes in blocks for h in expand(nodes)) == ["gpu00001", "gpu00005", "gpu00008"]
+    assert sorted(h for block in blocks for h in expand(block[1])) == ["gpu00001", "gpu00005", "gpu00008"]
     assert lines[-1] == "BlockSizes=2,4"
     empty = out.topology_block(doc, ("quarantined",))
     assert "BlockName=su1-b1 Nodes=gpu00002" in empty
@@ -111,7 +111,7 @@ def test_nccl_rail_order_and_exact_names():
     assert "NCCL_IB_HCA==mlx5_1:1,mlx5_0:1,mlx5_2:1\n" in text
     text, why = out.nccl_env(doc, "gpu00002")
     assert "NCCL_IB_HCA==mlx5_0:1,mlx5_1:1,mlx5_2:1\n" in text
-    fab2, _ = ibnetgen.rail_fabric(sus=1, nodes_per_su=1, rails=2, hca="HCA-%d")
+    fab2 = ibnetgen.rail_fabric(sus=1, nodes_per_su=1, rails=2, hca="HCA-%d")[0]
     doc2 = _fabric.analyze([parse(fab2.text(), "s.out")])
     text, why = out.nccl_env(doc2, "gpu00001")
     assert text is None and "adapter HCA-0 has no RDMA device name" in why
@@ -158,7 +158,7 @@ def test_fabric_json_matches_the_published_schema(realdata):
     validator = jsonschema.Draft202012Validator(schema)
     real = _fabric.analyze([parse(open(os.path.join(realdata, "ibnetdiscover", "superpod-h100-example.out")).read(), "real.out")])
     for doc in (doc_with_status(), real):
-        files, _ = out.render(doc)
+        files = out.render(doc)[0]
         loaded = json.loads(files["fabric.json"])
         errors = sorted(validator.iter_errors(loaded), key=lambda e: list(e.path))
         assert errors == [], errors[0].message

@@ -143,4 +143,4 @@ def test_any_shuffle_of_lines_never_raises_and_accounts_every_line(lines):
     cap = parse("\n".join(lines), "fuzz.out")
     counts = cap["lines"]
     assert sum(v for k, v in counts.items() if k != "total") == counts["total"]
-    assert counts["unparsed"] <= len([w for w in cap["warnings"]])
+    assert counts["unparsed"] <= len(cap["warnings"])
