@@ -11,7 +11,7 @@ BUILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..
 
 
 def run(module, args):
-    proc = subprocess.run([sys.executable, "-m", "ansible_collections.gpufleet.provision.plugins.modules." + module],
+    proc = subprocess.run([sys.executable, "-m", "ansible_collections.gpufleet.provision.plugins.modules." + module], check=False,
                           input=json.dumps({"ANSIBLE_MODULE_ARGS": args}), capture_output=True, text=True,
                           env=dict(os.environ, PYTHONPATH=os.path.abspath(BUILD)), timeout=60)
     return proc.returncode, json.loads(proc.stdout)
