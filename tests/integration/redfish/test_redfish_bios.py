@@ -2,10 +2,13 @@
 
 Each test starts its own BMC (about 1 s) with a 1 s reset, so the whole file runs in well under a minute.
 """
+import base64
 import json
 import os
 import socket
+import ssl
 import time
+import urllib.request
 
 import pytest
 
@@ -109,6 +112,28 @@ def test_dell_pending_without_job_gets_one(bmc, run_module):
     assert first["job"], first  # apply_time omit: the module creates the job itself
     jobs = json.load(open(os.path.join(unit.dir, "jobs.json")))
     assert len(jobs) == 1
+
+
+def test_dell_pending_left_by_another_tool_gets_its_job(bmc, run_module, bmc_login):
+    """The trap: values PATCHed without a job stay pending across reboots on iDRAC."""
+    unit = bmc("dell", extra=FAST)
+    request = urllib.request.Request(
+        unit.baseurl + "/redfish/v1/Systems/System.Embedded.1/Bios/Settings", method="PATCH",
+        data=json.dumps({"Attributes": {"SubNumaCluster": "4WayClustering"}}).encode(),
+        headers={"Content-Type": "application/json",
+                 "Authorization": "Basic " + base64.b64encode(("%s:%s" % bmc_login).encode()).decode()})
+    urllib.request.urlopen(request, context=ssl.create_default_context(cafile=unit.ca), timeout=10).read()
+    run_module("redfish_power", dict(unit.conn(), poll_interval=0.2, wait_timeout=60))
+    assert unit.state()["pending"] == {"SubNumaCluster": "4WayClustering"}, "no job: the reboot applied nothing"
+    predicted = run_module("redfish_bios", dict(unit.conn(), settings={"snc": "snc4"}), check=True)
+    assert predicted["changed"] is True and predicted["changed_attributes"] == {}
+    with open(os.path.join(unit.dir, "jobs.json")) as handle:
+        assert json.load(handle) == {}, "check mode created a job"
+    result = run_module("redfish_bios", dict(unit.conn(), settings={"snc": "snc4"}))
+    assert result["changed"] is True and result["changed_attributes"] == {} and result["already_pending"] == ["SubNumaCluster"]
+    assert result["job"] and "/Jobs/JID_" in result["job"]
+    run_module("redfish_power", dict(unit.conn(), poll_interval=0.2, wait_timeout=60))
+    assert unit.state()["settings"]["snc"] == "snc4"
 
 
 def test_dell_stuck_job_is_a_failure(bmc, run_module):
