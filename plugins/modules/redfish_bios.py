@@ -226,7 +226,9 @@ def run(module, client):
     _bios.validate(client.name, desired, registry, bios.current)
 
     result = dict(changed=False, vendor=bios.vendor, current=bios.current, desired=desired, job=None)
-    job = bios.bios_job() if bios.needs_job() else None
+    # A scheduled (or stuck) Dell BIOS job only exists while values are pending: skip the Jobs
+    # walk (one GET per job on iDRAC) in the steady state.
+    job = bios.bios_job() if bios.needs_job() and bios.pending else None
     problem = _bios.job_problem(job)
 
     if params["state"] == "verify":
