@@ -1,92 +1,29 @@
 """The fabric inventory on the lab's twins: facts from the real collector, cabling from the lab's model.
 
-Until the lab writes its own ibnetdiscover capture, this test builds one from the same sources the
-twins are built from: each twin's hardware view is rendered by lab/hw/render.py from the lab
-inventory (inventories/lab/hosts.yml), node_facts' collector reads it, and the capture cables every
-InfiniBand rail NIC to the leaf its model says (``cable: {leaf, port}``, twin overrides in
-``state.cabling``), down ports left out and slow ports at their rate. Assumption of this test: the
-model gives every twin port 1, so twin number n takes port n unless its state names a port.
+Until the lab writes its own ibnetdiscover capture, tests/fixtures/fabric/lab_capture.py builds one
+from the same sources the twins are built from (see its docstring).
 """
 import os
 import sys
-import tempfile
 
 import pytest
-import yaml
 
 from ansible_collections.gpufleet.provision.plugins.module_utils import _fabric, _fabric_outputs
 from ansible_collections.gpufleet.provision.plugins.module_utils._ibnetdiscover import parse
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 sys.path.insert(0, os.path.join(REPO, "tests", "fixtures", "fabric"))
-import ibnetgen  # noqa: E402
 
-lab = pytest.importorskip("lab.lab", reason="the lab harness (lab/lab.py) is not in this checkout")
-render = pytest.importorskip("lab.hw.render", reason="the lab renderer (lab/hw/render.py) is not in this checkout")
-facts_mod = pytest.importorskip("ansible_collections.gpufleet.provision.plugins.module_utils._facts",
-                                reason="node_facts collector absent")
-
-
-def model_cables(model):
-    """{nic name: {leaf, port}} from the hardware model's PCI tree."""
-    out = {}
-
-    def walk(node):
-        if isinstance(node, dict):
-            if node.get("nic") and node.get("cable"):
-                out[node["name"]] = dict(node["cable"])
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-    walk(model)
-    return out
-
-
-def rate(text):
-    # "200 Gb/sec (4X HDR)" -> (4, "HDR")
-    inner = text.split("(")[1].rstrip(")").split("X ")
-    return int(inner[0]), inner[1]
+pytest.importorskip("lab.lab", reason="the lab harness (lab/lab.py) is not in this checkout")
+pytest.importorskip("ansible_collections.gpufleet.provision.plugins.module_utils._facts", reason="node_facts collector absent")
+import lab_capture  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def lab_fabric():
-    twins = lab.load_twins()
+    text, nodes, twins = lab_capture.build()
     if not twins:
         pytest.skip("inventories/lab/hosts.yml lists no twins")
-    fab = ibnetgen.Fabric()
-    leaves = {}
-    spines = [fab.switch("lab-spine%02d" % i) for i in (1, 2)]
-    nodes = {}
-    tmp = tempfile.mkdtemp(prefix="fabric-lab-")
-    for index, name in enumerate(sorted(twins), 1):
-        spec = twins[name]
-        state = lab.twin_yml(spec)["state"]
-        with open(os.path.join(REPO, "lab", "hw", "models", "%s.yml" % spec.get("model", "hgx-h100"))) as handle:
-            model = yaml.safe_load(handle)
-        root = os.path.join(tmp, name)
-        render.render(model, state, root)
-        facts, _warnings = facts_mod.collect(root)
-        nodes[name] = {"report": {"status": "pass"}, "facts": facts}
-        cables = model_cables(model)
-        for nic_name, override in (state.get("cabling") or {}).items():
-            cables[nic_name] = dict(dict(cables.get(nic_name) or {}, port=None), **override)
-        for nic in facts["nics"]:
-            if nic["link_layer"] != "InfiniBand" or nic["name"] not in cables:
-                continue
-            port = nic["ports"][0]
-            if port["state"] != "ACTIVE":
-                continue
-            cable = cables[nic["name"]]
-            if cable["leaf"] not in leaves:
-                leaves[cable["leaf"]] = fab.switch(cable["leaf"])
-                for s, spine in enumerate(spines):
-                    fab.link(leaves[cable["leaf"]], 40 + s, spine, len(leaves))
-            ca = fab.ca(nic["node_desc"], guid=_fabric.normalize_guid(nic["node_guid"]))
-            width, speed = rate(port["rate"])
-            fab.link(leaves[cable["leaf"]], cable.get("port") or index, ca, 1, width, speed)
-    text = fab.text()
     doc = _fabric.analyze([parse(text, "lab.out")], nodes=nodes)
     return twins, nodes, doc
 
