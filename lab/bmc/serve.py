@@ -302,7 +302,16 @@ def build_app(args):
             bios.reset(reset_type, was_power)
             sync_power()
             run_hook(args, bios)
+            # sushy applies the power transition lazily, on the next read: keep bios.json's
+            # "power" true even when no client polls during the reset.
+            threading.Thread(target=follow_power, daemon=True).start()
         return response
+
+    def follow_power():
+        deadline = time.monotonic() + (args.reset_seconds if args.reset_seconds is not None else 11) + 2
+        while time.monotonic() < deadline:
+            time.sleep(0.25)
+            sync_power()
 
     original_root = app.view_functions["root_resource"]
 

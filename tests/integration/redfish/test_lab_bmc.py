@@ -41,3 +41,23 @@ def test_every_flavour_loads_and_derives_all_settings():
         assert set(settings) == set(model.PORTABLE) and None not in settings.values(), vendor
         registry = model.registry_document(flavour)
         assert {e["AttributeName"] for e in registry["RegistryEntries"]["Attributes"]} == set(flavour["attributes"])
+
+
+def test_power_in_state_file_follows_a_reset_without_polling(bmc, bmc_login):
+    import base64
+    import ssl
+    import time
+    import urllib.request
+    unit = bmc("lenovo", extra=["--reset-seconds", "1"])
+    request = urllib.request.Request(
+        unit.baseurl + "/redfish/v1/Systems/1/Actions/ComputerSystem.Reset", method="POST",
+        data=json.dumps({"ResetType": "ForceRestart"}).encode(),
+        headers={"Content-Type": "application/json",
+                 "Authorization": "Basic " + base64.b64encode(("%s:%s" % bmc_login).encode()).decode()})
+    urllib.request.urlopen(request, context=ssl.create_default_context(cafile=unit.ca), timeout=10).read()
+    assert unit.state()["power"] == "Off"
+    for _ in range(40):  # nobody asks the BMC anything meanwhile
+        time.sleep(0.1)
+        if unit.state()["power"] == "On":
+            break
+    assert unit.state()["power"] == "On"
