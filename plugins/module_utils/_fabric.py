@@ -58,7 +58,15 @@ class FabricError(Exception):
 
 
 def natural_key(text):
-    return [int(p) if p.isdigit() else p for p in _NATURAL_RE.split(text or "")]
+    """'gpu10' sorts after 'gpu9'. Cached: the same host and adapter names are sorted many times."""
+    key = _NATURAL_CACHE.get(text)
+    if key is None:
+        key = tuple(int(p) if p.isdigit() else p for p in _NATURAL_RE.split(text or ""))
+        _NATURAL_CACHE[text] = key
+    return key
+
+
+_NATURAL_CACHE = {}
 
 
 def normalize_guid(value):
@@ -673,13 +681,13 @@ def _analyze(captures, nodes, lldp, plan, suspicious_hostnames, non_compute_patt
         sw["uplinks"] = dict(sorted(sw["uplinks"].items(), key=lambda kv: natural_key(kv[0])))
         sw["downlinks"] = dict(sorted(sw["downlinks"].items(), key=lambda kv: natural_key(kv[0])))
     rails_out = []
+    names_by_rail = defaultdict(set)
+    for h in hosts.values():
+        for n in h["nics"]:
+            if n["hca"]:
+                names_by_rail[n["rail"]].add(n["hca"])
     for r in all_rails:
-        names = Counter()
-        for h in hosts.values():
-            for n in h["nics"]:
-                if n["rail"] == r and n["hca"]:
-                    names[n["hca"]] += 1
-        rails_out.append({"rail": r, "names": sorted(names, key=natural_key),
+        rails_out.append({"rail": r, "names": sorted(names_by_rail[r], key=natural_key),
                           "leaves": sorted((l for l, lr in leaf_rail.items() if lr == r), key=natural_key)})
     anomalies.sort(key=lambda a: (ANOMALY_KINDS.index(a["kind"]) if a["kind"] in ANOMALY_KINDS else 99,
                                   natural_key(a["host"] or ""), natural_key(a["switch"] or ""), a["port"] if isinstance(a["port"], int) else -1,
