@@ -18,6 +18,8 @@ import yaml
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
 GPUS = ["0000:18:00.0", "0000:29:00.0", "0000:3a:00.0", "0000:4b:00.0", "0000:9a:00.0", "0000:ab:00.0", "0000:bc:00.0", "0000:cd:00.0"]
+GRUB = ('GRUB_DEFAULT=0\nGRUB_CMDLINE_LINUX_DEFAULT="quiet"\nGRUB_CMDLINE_LINUX="default_hugepagesz=1G hugepagesz=1G '
+        'hugepages=128 intel_iommu=on iommu=pt transparent_hugepage=never numa_balancing=disable pci=realloc=off"\n')
 
 
 def healthy_inputs():
@@ -52,6 +54,12 @@ def fleet(unpacked_tree, tmp_path):
         "gpu002": {"gpufleet_hardware_root": unpacked_tree("hgx-h100-dirty")},
         "vm001": {"gpufleet_hardware_root": unpacked_tree("cloud-guest")},
     }
+    for name in ("gpu001", "gpu003"):
+        # The captures have no GRUB file; these two stand for installed nodes, which do.
+        grub = os.path.join(hosts[name]["gpufleet_hardware_root"], "etc", "default", "grub")
+        os.makedirs(os.path.dirname(grub), exist_ok=True)
+        with open(grub, "w") as handle:
+            handle.write(GRUB)
     for host in hosts.values():
         host.update(ansible_connection="local", ansible_python_interpreter=sys.executable)
     inventory = tmp_path / "inventory.yml"
@@ -112,9 +120,9 @@ def test_fleet_run_reports_every_node_then_fail_on_red(fleet):
     dirty = dict((c["id"], c) for c in json.loads((fleet["reports"] / "gpu002.json").read_text())["report"]["checks"])
     assert dirty["nvidia.fabricmanager"]["status"] == "fail"
     assert "nvidia-fabricmanager not installed" in dirty["nvidia.fabricmanager"]["reason"]
-    assert dirty["ofed.version"]["status"] == "skip"
-    assert dirty["ofed.version"]["reason"].startswith("no data: ofed_info -s output not collected (ofed_info -s: rc=2"), \
-        dirty["ofed.version"]["reason"]
+    assert dirty["ofed.version"]["status"] == "fail"   # required by the profile
+    assert dirty["ofed.version"]["reason"].startswith(
+        "required by profile, but no data: ofed_info -s output not collected (ofed_info -s: rc=2"), dirty["ofed.version"]["reason"]
     stats = recap(proc.stdout)
     assert all(stats[h]["failed"] == 0 for h in ("gpu001", "gpu002", "gpu003", "vm001")), stats
 

@@ -38,16 +38,19 @@ def test_reference_tree_without_collected_inputs(unpacked_tree, check):
     assert result["changed"] is False
     report = result["report"]
     by_id = dict((c["id"], c) for c in report["checks"])
-    # Everything the tree can prove passes; fabric manager is required (NVSwitches present) but
-    # without packages/services/nvidia-smi there is no data: a required skip is a fail.
-    assert report["failed"] == ["nvidia.fabricmanager"]
-    assert by_id["nvidia.fabricmanager"]["reason"].startswith("required by profile, but no data")
+    # Everything the tree can prove passes. The checks the profile requires that need collected
+    # inputs (packages, services, command outputs) or a GRUB file the capture lacks have no data:
+    # a required skip is a fail.
+    needs_inputs = ["kernel.grub_sources", "nvidia.fabricmanager", "ofed.version", "ofed.kernel_match", "packages.held"]
+    assert sorted(report["failed"]) == sorted(needs_inputs)
+    for check_id in needs_inputs:
+        assert by_id[check_id]["reason"].startswith("required by profile, but no data"), by_id[check_id]
     assert by_id["pcie.acs"]["status"] == "pass" and by_id["nic.rails"]["status"] == "pass"
     assert result["facts"]["schema"] == 1 and len(result["facts"]["gpus"]) == 8
     suite = ET.fromstring(result["junit"]).find("testsuite")
     assert suite.get("name") == "gpu001" and len(suite.findall("testcase")) == len(report["checks"])
     assert 'gpufleet_check{node="gpu001",check="nvidia.fabricmanager"} 0' in result["prometheus"]
-    assert result["summary"].startswith("gpu001 QUARANTINE (profile hgx-h100): nvidia.fabricmanager [")
+    assert result["summary"].startswith("gpu001 QUARANTINE (profile hgx-h100): kernel.grub_sources, nvidia.fabricmanager, ")
 
 
 def test_registered_command_results_become_outputs_or_causes(unpacked_tree):
@@ -61,7 +64,7 @@ def test_registered_command_results_become_outputs_or_causes(unpacked_tree):
     assert rc == 0, result
     by_id = dict((c["id"], c) for c in result["report"]["checks"])
     assert by_id["ofed.version"]["status"] == "pass"
-    assert by_id["ofed.kernel_match"]["status"] == "skip"
+    assert by_id["ofed.kernel_match"]["status"] == "fail"   # required by the profile
     assert "modinfo -F vermagic mlx5_core: rc=2, Error executing command." in by_id["ofed.kernel_match"]["reason"]
 
 
