@@ -23,7 +23,7 @@ PREFIX = "gpufleet-labtest-"
 
 
 def _missing_tools():
-    tools = ["podman", "runc", "debootstrap", "equivs-build", "dpkg-scanpackages", "ssh", "ssh-keygen"]
+    tools = ["podman", "runc", "slirp4netns", "debootstrap", "equivs-build", "dpkg-scanpackages", "ssh", "ssh-keygen"]
     return [t for t in tools if not shutil.which(t)]
 
 
