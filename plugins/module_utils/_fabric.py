@@ -654,6 +654,13 @@ def _analyze(captures, nodes, lldp, plan, suspicious_hostnames, non_compute_patt
             anomalies.append(_anomaly("plan_mismatch", "%s is in the cabling plan (%s) but has no NIC in the fabric"
                                       % (host, entry["su"]), host=host, severity="error", su=entry["su"]))
 
+    # An adapter without a name still tells where it sits: the rail and SU of its leaf.
+    for a in anomalies:
+        if a["kind"] == "unnamed_hca" and a["host"] is None and a["switch"] in leaf_su:
+            a["su"] = leaf_su[a["switch"]]
+            a["rail"] = leaf_rail.get(a["switch"])
+            a["message"] += "; it sits on the rail %s leaf of %s" % (a["rail"], a["su"])
+
     # ---- 7. links: degraded width/speed, missing uplinks
     _link_anomalies(switches, hosts, isl_links, sus, leaf_su, anomalies)
 

@@ -373,3 +373,10 @@ def test_two_segments_carry_different_rails_of_the_same_hosts():
     assert [(b["name"], b["size"]) for b in doc["blocks"]] == [("su1-b1", 4), ("su2-b1", 4)]
     assert doc["nodes"]["gpu00001"]["segments"] == ["segA", "segB"]
     assert [(a["kind"], a["switch"], a["peer"]) for a in doc["anomalies"]] == [("link_missing", "b-leaf-r1-su2", "b-spine01")]
+
+
+def test_real_unnamed_hcas_know_their_rail_and_su(real_doc):
+    # e.g. port 6 of A09-P1-IBLEAF-04-02 (rail 4 = index 3, SU 2) reads "MT4129 ConnectX7 ..."
+    item = [a for a in kinds(real_doc, "unnamed_hca") if (a["switch"], a["port"]) == ("A09-P1-IBLEAF-04-02", 6)][0]
+    assert (item["su"], item["rail"]) == ("su2", 3)
+    assert item["message"].endswith("it sits on the rail 3 leaf of su2")
