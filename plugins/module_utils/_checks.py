@@ -581,9 +581,9 @@ def _numa_layout(ctx):
     if want.get("nodes") is not None and len(nodes) != want["nodes"]:
         failures.append("%d NUMA nodes, expected %d" % (len(nodes), want["nodes"]))
     if want.get("cpus_per_node") is not None:
-        odd = dict((k, v) for k, v in observed["cpus_per_node"].items() if v != want["cpus_per_node"])
+        odd = ["node%s %d" % (k, v) for k, v in observed["cpus_per_node"].items() if v != want["cpus_per_node"]]
         if odd:
-            failures.append("CPUs per node %s, expected %d each" % (odd, want["cpus_per_node"]))
+            failures.append("CPUs per node: %s, expected %d each" % (", ".join(odd), want["cpus_per_node"]))
     return _outcome(failures, [], observed, want)
 
 

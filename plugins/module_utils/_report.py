@@ -92,3 +92,13 @@ def summary(report):
     if report.get("status") == "pass":
         return "%s READY (profile %s): %s" % (node, report.get("profile"), tail)
     return "%s QUARANTINE (profile %s): %s [%s]" % (node, report.get("profile"), ", ".join(report.get("failed") or []), tail)
+
+
+def details(report):
+    """What an operator reads for a red node: one line per failing/erroring check with the reason
+    and the remedy (``kernel.cmdline FAIL: intel_iommu=on missing -> fix: role ...``)."""
+    out = []
+    for chk in report.get("checks") or []:
+        if chk["status"] in ("fail", "error"):
+            out.append("%s %s: %s -> fix: %s" % (chk["id"], chk["status"].upper(), chk.get("reason"), chk.get("remedy")))
+    return out

@@ -146,6 +146,12 @@ summary:
   returned: success
   type: str
   sample: "node001 QUARANTINE (profile hgx-h100): kernel.cmdline [29 pass, 1 fail, 0 error, 2 skip]"
+details:
+  description: One line per failing or erroring check with its reason and remedy (empty for a green node).
+  returned: success
+  type: list
+  elements: str
+  sample: ["memory.thp FAIL: enabled is [always] -> fix: role gpufleet.provision.kernel: transparent_hugepage=never on the cmdline"]
 """
 
 import os
@@ -183,7 +189,12 @@ def split_outputs(outputs, errors):
                 texts[name] = value.get("stdout") or ""
             else:
                 detail = (value.get("stderr") or value.get("msg") or "").strip().splitlines()
-                causes[name] = "%s: rc=%s, %s" % (value.get("cmd") or name, value.get("rc"), detail[0][:200] if detail else "no message")
+                cause = "%s: rc=%s, %s" % (value.get("cmd") or name, value.get("rc"), detail[0][:200] if detail else "no message")
+                # ansible.builtin.command reports a missing executable as rc 2 "Error executing command."
+                # with no output at all (the OSError text is not returned).
+                if value.get("rc") == 2 and not value.get("stdout") and not value.get("stderr"):
+                    cause += " (command absent or not executable?)"
+                causes[name] = cause
         elif value is not None:
             raise _profile.ProfileError("outputs.%s: expected text or a registered command result, got %s"
                                         % (name, type(value).__name__))
@@ -210,6 +221,7 @@ def run(params):
         "junit": _report.junit(report),
         "prometheus": _report.prometheus(report, time.time()),
         "summary": _report.summary(report),
+        "details": _report.details(report),
         "warnings": warnings,
     }
 

@@ -134,6 +134,15 @@ def test_fleet_run_reports_every_node_then_fail_on_red(fleet):
     assert sorted(summaries(proc.stdout)) == ["gpu001", "gpu002", "gpu003", "vm001"]
 
 
+def test_check_mode_evaluates_the_same_and_writes_nothing(fleet):
+    proc = run(fleet, "--check", "--limit", "gpu001,gpu002")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    lines = summaries(proc.stdout)
+    assert "gpu001 READY (profile hgx-h100)" in lines["gpu001"]
+    assert re.search(r"gpu002 QUARANTINE \(profile hgx-h100\): .*cpu\.smt.*numa\.layout", lines["gpu002"])
+    assert not fleet["reports"].exists()
+
+
 def test_bad_profile_stops_with_the_key_named(fleet, tmp_path):
     bad = tmp_path / "bad.yml"
     bad.write_text("name: bad\nkernel:\n  cmdlne: {}\n")

@@ -53,3 +53,10 @@ def test_summary_line_names_failing_checks():
     line = _report.summary(REPORT)
     assert line == 'node"01 QUARANTINE (profile hgx-h100): kernel.cmdline, pcie.acs [1 pass, 1 fail, 1 error, 1 skip]'
     assert _report.summary(dict(REPORT, status="pass")).startswith('node"01 READY (profile hgx-h100)')
+
+
+def test_details_name_reason_and_remedy_of_red_checks_only():
+    assert _report.details(REPORT) == [
+        "kernel.cmdline FAIL: hugepages=16 (proc/cmdline) has no hugepagesz= before it -> fix: fix <grub>",
+        "pcie.acs ERROR: sys/bus/pci/devices/0000:17:00.0/config: short (unreadable) -> fix: r",
+    ]
