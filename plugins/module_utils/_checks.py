@@ -134,9 +134,10 @@ def _param_text(key, value):
 def analyse_cmdline(tokens, allow_repeated=()):
     """Kernel command line rules over ``tokens`` = [(key, value, origin)] in order.
 
-    - ``hugepagesz=`` precedes the ``hugepages=`` it sizes; each size exactly once. A second bare
-      ``hugepages=`` makes the kernel warn "HugeTLB: hugepages= specified twice without interleaving
-      hugepagesz=, ignoring" and the planned pool silently shrinks.
+    - ``hugepagesz=`` precedes the ``hugepages=`` it sizes; each size exactly once. A ``hugepages=``
+      right after ``default_hugepagesz=`` sizes the default pool (kernel >= 5.7). Any other bare
+      ``hugepages=`` makes the kernel warn "HugeTLB: hugepages= specified twice without
+      interleaving hugepagesz=, ignoring" (or silently size the arch default): the planned pool is lost.
     - any other key at most once (``default_hugepagesz=`` included), except ``allow_repeated``.
     Returns (problems: [str], pools: {size_kb: count}).
     """
@@ -147,19 +148,23 @@ def analyse_cmdline(tokens, allow_repeated=()):
     seen = {}
     for key, value, origin in tokens:
         where = "%s (%s)" % (_param_text(key, value), origin)
-        if key == "hugepagesz":
+        if key in ("hugepagesz", "default_hugepagesz"):
+            if key == "default_hugepagesz":
+                seen.setdefault(key, []).append(where)
             try:
                 size = _profile.size_kb(value or "")
             except ValueError:
                 problems.append("%s: not a hugepage size" % where)
+                pending = None
                 continue
-            if pending is not None:
-                problems.append("%s follows %s with no hugepages= between them" % (where, pending[1]))
-            if size in size_origin:
-                problems.append("%s: size %s kB given twice (first %s)" % (where, size, size_origin[size]))
-            else:
-                size_origin[size] = where
-            pending = (size, where)
+            if key == "hugepagesz":
+                if pending is not None and pending[2] == "hugepagesz":
+                    problems.append("%s follows %s with no hugepages= between them" % (where, pending[1]))
+                if size in size_origin:
+                    problems.append("%s: size %s kB given twice (first %s)" % (where, size, size_origin[size]))
+                else:
+                    size_origin[size] = where
+            pending = (size, where, key)
         elif key == "hugepages":
             if pending is None:
                 problems.append("%s has no hugepagesz= before it (the kernel gives it to the default size, "
@@ -178,7 +183,7 @@ def analyse_cmdline(tokens, allow_repeated=()):
                 pools[size] = count
         else:
             seen.setdefault(key, []).append(where)
-    if pending is not None:
+    if pending is not None and pending[2] == "hugepagesz":
         problems.append("%s is not followed by its hugepages=" % pending[1])
     for key, wheres in seen.items():
         if len(wheres) > 1 and key not in allow_repeated:

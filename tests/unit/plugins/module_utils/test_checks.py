@@ -364,12 +364,17 @@ def _tokens(raw, origin="proc/cmdline"):
     ("hugepagesz=huge hugepages=1", "not a hugepage size"),
     ("default_hugepagesz=1G default_hugepagesz=2M", "default_hugepagesz given 2 times"),
     ("console=tty0 console=ttyS0", None),
+    ("default_hugepagesz=1G hugepages=16", None),
+    ("default_hugepagesz=1G hugepagesz=1G hugepages=128", None),
+    ("default_hugepagesz=1G hugepages=16 hugepagesz=1G hugepages=16", "pool 1048576 kB already set"),
+    ("default_hugepagesz=1G hugepages=16 hugepages=16", "no hugepagesz= before it"),
     ("iommu=pt iommu=pt", "iommu given 2 times"),
 ])
 def test_cmdline_rules(raw, problem):
-    problems, _pools = _checks.analyse_cmdline(_tokens(raw), allow_repeated=["console"])
+    problems, pools = _checks.analyse_cmdline(_tokens(raw), allow_repeated=["console"])
     if problem is None:
         assert problems == []
+        assert raw.count("hugepages=") == len(pools)
     else:
         assert any(problem in p for p in problems), problems
 
