@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 REPO=$PWD
 BIN=${VENV:-$REPO/.venv}/bin
 # Outside the checkout: inside it, git would report the copy as ignored and ansible-test would skip it.
-SANITY_ROOT=${SANITY_ROOT:-${TMPDIR:-/tmp}/gpufleet-sanity}
+SANITY_ROOT=${SANITY_ROOT:-$(mktemp -d "${TMPDIR:-/tmp}/gpufleet-sanity.XXXXXX")}
+trap 'rm -rf "$SANITY_ROOT"' EXIT
 DEST=$SANITY_ROOT/ansible_collections/gpufleet/provision
 rm -rf "$SANITY_ROOT"
 mkdir -p "$DEST"
