@@ -3,7 +3,8 @@
     lab/lab.sh up [twin ...]       build what is missing (image, apt repository, keys), start BMCs and twins
     lab/lab.sh down                stop and remove every twin and BMC of the lab: nothing left running or bound
     lab/lab.sh status              one line per twin: container, ssh port, BMC, boot id
-    lab/lab.sh reboot NAME         restart a twin's container (the BMC's reset hook; the twin re-renders)
+    lab/lab.sh reboot NAME         restart a twin's container (a new boot: the twin re-renders its view)
+    lab/lab.sh bmc-reset NAME      the BMC's reset hook: stop the twin, start it when the BMC's power is On
 
 Everything the lab makes lives under lab/.state/ (git-ignored). Twins are podman containers named
 ``gpufleet-lab-<name>`` labelled ``gpufleet.lab``; nothing else on the machine is touched.
@@ -32,6 +33,9 @@ PREFIX = os.environ.get("GPUFLEET_LAB_PREFIX", "gpufleet-lab-")  # tests run a p
 LABEL = "gpufleet.lab"
 BMC_USER, BMC_PASSWORD_VAR = "admin", "gpufleet_bmc_password"
 HARDWARE_ROOT = "/run/twin"
+# How long a BMC keeps the host off during a restart (sushy's own is a random 1-11 s).
+BMC_RESET_SECONDS = 2
+POWER_ON_WAIT = 30
 
 
 class LabError(Exception):
@@ -236,9 +240,9 @@ def start_bmc(spec, certs):
     if _port_open(port):
         raise LabError("BMC %s: 127.0.0.1:%d is already in use by another process" % (name, port))
     cert, key, htpasswd = _cert_paths(certs)
-    hook = "%s reboot" % shlex.quote(os.path.join(LAB, "lab.sh"))
+    hook = "%s bmc-reset" % shlex.quote(os.path.join(LAB, "lab.sh"))
     cmd = [sys.executable, "-m", "lab.bmc.serve", "--name", name, "--flavour", spec["bmc"].get("flavour", "dell"),
-           "--port", str(port), "--state-dir", bmc_dir(), "--reset-hook", hook,
+           "--port", str(port), "--state-dir", bmc_dir(), "--reset-hook", hook, "--reset-seconds", str(BMC_RESET_SECONDS),
            "--cert", cert, "--key", key, "--htpasswd", htpasswd]
     logf = open(os.path.join(bmc_dir(), name + ".log"), "ab")
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -502,6 +506,39 @@ def reboot(name):
     log("reboot: %s restarted" % name)
 
 
+def bmc_power(name):
+    try:
+        with open(os.path.join(bmc_dir(), name, "bios.json")) as handle:
+            return json.load(handle).get("power")
+    except (OSError, ValueError):
+        return None
+
+
+def bmc_reset(name):
+    """The BMC's reset hook: the host goes down now and boots when the BMC powers it on again.
+
+    ForceRestart/GracefulRestart: the BMC shows power Off for a moment, then On -> the twin is stopped,
+    then started (a new boot, pending BIOS now current). ForceOff: power stays Off -> the twin stays
+    stopped (SSH refused, like a powered-off node) until a later reset (On) runs this hook again.
+    """
+    os.environ.setdefault("CONTAINERS_CONF", os.path.join(LAB, "containers.conf"))
+    state = container_state(name)
+    if state is None:
+        raise LabError("bmc-reset: no twin container %s" % container(name))
+    if state == "running":
+        podman("stop", "-t", "5", container(name), timeout=60)
+    # The BMC's power settles BMC_RESET_SECONDS after the reset (restart: Off then On; ForceOff: Off).
+    time.sleep(BMC_RESET_SECONDS + 1)
+    deadline = time.time() + POWER_ON_WAIT
+    while time.time() < deadline:
+        if bmc_power(name) in ("On", None):
+            podman("start", container(name), timeout=60)
+            log("bmc-reset: %s powered on (new boot)" % name)
+            return
+        time.sleep(0.5)
+    log("bmc-reset: %s stays powered off (BMC power Off)" % name)
+
+
 def status():
     os.environ.setdefault("CONTAINERS_CONF", os.path.join(LAB, "containers.conf"))
     twins = load_twins()
@@ -529,6 +566,8 @@ def main(argv=None):
     sub.add_parser("status")
     p_reboot = sub.add_parser("reboot")
     p_reboot.add_argument("name")
+    p_reset = sub.add_parser("bmc-reset", help="reset hook of the twin's BMC (power follows the BMC)")
+    p_reset.add_argument("name")
     args = parser.parse_args(argv)
     try:
         if args.command == "up":
@@ -537,6 +576,8 @@ def main(argv=None):
             down()
         elif args.command == "status":
             status()
+        elif args.command == "bmc-reset":
+            bmc_reset(args.name)
         else:
             reboot(args.name)
     except LabError as exc:

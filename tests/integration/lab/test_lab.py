@@ -7,6 +7,7 @@ order of the first two tests (which read the fresh state) is the only order that
 """
 import os
 import subprocess
+import time
 
 
 def _params(facts, key):
@@ -174,6 +175,24 @@ def test_grub_change_and_inband_reboot(lab):
     assert facts["nvidia"]["driver_version"] == "550.90.07"
     assert lab.ssh("twin2", "nvidia-smi --query-gpu=driver_version --format=csv,noheader").stdout.split() == ["550.90.07"] * 8
     assert lab.ssh("twin2", "systemctl is-active nvidia-fabricmanager").stdout.strip() == "active"
+
+
+def test_bmc_power_off_and_on_drive_the_twin(lab):
+    """ForceOff at twin4's BMC powers the twin off (SSH refused); On boots it again."""
+    _, systems, _ = lab.redfish("twin4", "GET", "/redfish/v1/Systems")
+    _, sysdoc, _ = lab.redfish("twin4", "GET", systems["Members"][0]["@odata.id"])
+    target = sysdoc["Actions"]["#ComputerSystem.Reset"]["target"]
+    before = lab.boot_id("twin4")
+    lab.redfish("twin4", "POST", target, {"ResetType": "ForceOff"})
+    deadline = time.time() + 60
+    while time.time() < deadline and lab.port_open(lab.hosts["twin4"]["ansible_port"]):
+        time.sleep(0.5)
+    assert not lab.port_open(lab.hosts["twin4"]["ansible_port"]), "twin4 still answers after ForceOff"
+    time.sleep(5)  # past the BMC's power settling: it stays off
+    assert lab.boot_id("twin4") is None
+    lab.redfish("twin4", "POST", target, {"ResetType": "On"})
+    lab.wait_new_boot("twin4", before)
+    assert lab.ssh("twin4", "systemctl is-active nvidia-fabricmanager").stdout.strip() == "active"
 
 
 def test_zz_down_leaves_nothing_running_or_bound(lab):
