@@ -302,6 +302,52 @@ def parse_fabric_state(text):
     return out
 
 
+_GEN_GTS = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
+
+
+def parse_gpu_link(text):
+    """``nvidia-smi -q`` -> {gpu bus id: {"gen_max", "gen_current", "width_max", "width_current"}}.
+
+    ``Max`` under PCIe Generation is what the link can train to (the lower of device and host),
+    which sysfs's max_link_speed (the device alone) does not say::
+
+        GPU 00000000:18:00.0
+            PCI
+                GPU Link Info
+                    PCIe Generation
+                        Max                       : 5
+                        Current                   : 1
+                        Device Max                : 5
+                        Host Max                  : 5
+                    Link Width
+                        Max                       : 16x
+                        Current                   : 16x
+    """
+    out = {}
+    gpu, block = None, None
+    for line in text.splitlines():
+        match = re.match(r"^GPU\s+([0-9A-Fa-f]+:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*$", line)
+        if match:
+            gpu, block = match.group(1).lower(), None
+            continue
+        stripped = line.strip()
+        if stripped in ("PCIe Generation", "Link Width"):
+            block = stripped
+            continue
+        key, sep, value = stripped.partition(":")
+        key, value = key.strip(), value.strip()
+        if gpu is None or block is None or not sep:
+            if not sep:
+                block = None
+            continue
+        if key in ("Max", "Current"):
+            number = re.match(r"^(\d+)x?$", value)
+            if number:
+                name = ("gen_" if block == "PCIe Generation" else "width_") + key.lower()
+                out.setdefault(gpu, {})[name] = int(number.group(1))
+    return out
+
+
 def parse_mlxconfig(text, name):
     """``mlxconfig -d <pci> q ATS_ENABLED`` -> the configured value as bool::
 
@@ -623,14 +669,26 @@ def _gpu_link(ctx):
         raise Skip("no data: no GPU found")
     # GPUs drop the link generation at idle (2.5 GT/s while idle is normal): the speed compared by
     # default is what the link trained to at most (max_link_speed); the width does not idle down.
-    speed_key = "speed" if want.get("check_current_speed") else "max_speed"
+    # nvidia-smi, when collected, knows what the link can train to (device AND host slot): a Gen5
+    # GPU in a Gen4 slot shows Max 4 there, while sysfs max_link_speed still says 32 GT/s.
+    smi = parse_gpu_link(str(ctx.outputs["nvidia_smi_q"])) if ctx.outputs.get("nvidia_smi_q") is not None else {}
+    current = bool(want.get("check_current_speed"))
+    speed_key = "speed" if current else "max_speed"
     failures, observed = [], {}
     for gpu in gpus:
         link = gpu.get("link") or {}
         base = "sys/bus/pci/devices/%s/" % gpu.get("pci")
         speed = _speed_gts(link.get(speed_key))
         width = link.get("width")
-        observed[gpu.get("pci")] = "%s x%s" % (link.get("speed"), width)
+        nv = smi.get("0000" + (gpu.get("pci") or "")) or smi.get(gpu.get("pci") or "") or {}
+        gen = nv.get("gen_current" if current else "gen_max")
+        # Two views of one link: the worse one counts.
+        if gen in _GEN_GTS and (speed is None or _GEN_GTS[gen] < speed):
+            speed, speed_key = _GEN_GTS[gen], "nvidia-smi PCIe generation %s (Gen%d)" % ("current" if current else "max", gen)
+        if nv.get("width_current") is not None and (width is None or nv["width_current"] < width):
+            width = nv["width_current"]
+        observed[gpu.get("pci")] = "%s x%s" % (link.get("speed"), width) + (" (nvidia-smi Gen%s max, x%s)" % (
+            nv.get("gen_max"), nv.get("width_current")) if nv else "")
         if min_speed is not None:
             if speed is None:
                 raise ctx.no_data([base + "*link_speed"], "%s link speed" % gpu.get("pci"))

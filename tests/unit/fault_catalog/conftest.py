@@ -42,11 +42,20 @@ def reference_profile():
     return profile
 
 
-def nvidia_smi_q(gpus, state="Completed"):
+def nvidia_smi_q(gpus, state="Completed", host_max=None):
+    """``nvidia-smi -q`` as driver 550 prints it (trimmed to the blocks the checks read)."""
+    host_max = host_max or {}
     out = ["", "==============NVSMI LOG==============", "", "Driver Version                            : 550.90.07",
            "CUDA Version                              : 12.4", "", "Attached GPUs                             : %d" % len(gpus)]
     for pci in gpus:
+        gen = host_max.get(pci, 5)
         out += ["GPU 0000%s" % pci, "    Product Name                          : NVIDIA H100 80GB HBM3",
+                "    PCI", "        Bus Id                            : 0000%s" % pci, "        GPU Link Info",
+                "            PCIe Generation", "                Max                       : %d" % min(5, gen),
+                "                Current                   : 1", "                Device Current            : 1",
+                "                Device Max                : 5", "                Host Max                  : %d" % gen,
+                "            Link Width", "                Max                       : 16x",
+                "                Current                   : 16x",
                 "    Fabric", "        State                             : %s" % state,
                 "        Status                            : Success",
                 "        CliqueId                          : 32766", ""]
@@ -78,7 +87,7 @@ class Node:
         self.root = root
         self.profile = profile or reference_profile()
         facts = collect(root)[0]
-        gpus = [g["pci"] for g in facts["gpus"]]
+        gpus = self.gpus = [g["pci"] for g in facts["gpus"]]
         rails = [n for n in facts["nics"] if n.get("role") == "rail"]
         self.packages = {
             "nvidia-driver-550-server": [{"name": "nvidia-driver-550-server", "version": "550.90.07-0ubuntu1", "arch": "amd64", "source": "apt"}],
@@ -99,6 +108,10 @@ class Node:
         for nic in rails:
             self.outputs["mlxconfig_%s" % nic["pci"]] = mlxconfig(nic["pci"])
         self.write("etc/default/grub", GRUB)
+
+    def host_slot_generation(self, per_gpu):
+        """nvidia-smi -q as it reads when GPUs sit behind host ports of another PCIe generation."""
+        self.outputs["nvidia_smi_q"] = nvidia_smi_q(self.gpus, host_max=per_gpu)
 
     # -- file faults
     def path(self, rel):

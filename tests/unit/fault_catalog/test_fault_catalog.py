@@ -57,6 +57,10 @@ def _fm_fabric(node):
     node.outputs["nvidia_smi_q"] = node.outputs["nvidia_smi_q"].replace("Completed", "In Progress", 1)
 
 
+def _gen4_host(node):
+    node.host_slot_generation({"0000:ab:00.0": 4})
+
+
 def _not_held(node):
     node.outputs["apt_mark_showhold"] = "linux-image-6.8.0-45-generic\nnvidia-driver-550-server\n"
 
@@ -83,6 +87,7 @@ FAULTS = [
     ("numa.layout", "a NUMA node with the wrong CPUs", lambda n: n.write("sys/devices/system/node/node0/cpulist", "0-12\n")),
     ("gpu.count", "an H200 in an H100 node", lambda n: n.write("sys/bus/pci/devices/0000:9a:00.0/device", "0x2335\n")),
     ("gpu.pcie_link", "GPU trained at x8", lambda n: n.write("sys/bus/pci/devices/0000:3a:00.0/current_link_width", "8\n")),
+    ("gpu.pcie_link", "Gen5 GPU behind a Gen4 host port (sysfs max_link_speed cannot see it)", _gen4_host),
     ("nvidia.driver", "another driver loaded", _driver),
     ("nvidia.fabricmanager", "FM version != driver", _fm_version),
     ("nvidia.fabricmanager", "FM stopped", _fm_stopped),

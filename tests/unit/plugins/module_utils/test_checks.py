@@ -103,10 +103,20 @@ def sample_facts():
     }
 
 
-def nvidia_smi_q(facts, state="Completed"):
+def nvidia_smi_q(facts, state="Completed", host_max=5):
     out = ["==============NVSMI LOG==============", "", "Driver Version                            : 550.90.07", ""]
     for gpu in facts["gpus"]:
         out += ["GPU 0000%s" % gpu["pci"], "    Product Name                          : NVIDIA H100 80GB HBM3",
+                "    PCI", "        Bus Id                            : 0000%s" % gpu["pci"],
+                "        GPU Link Info", "            PCIe Generation",
+                "                Max                       : %d" % min(5, host_max),
+                "                Current                   : 1",
+                "                Device Current            : 1",
+                "                Device Max                : 5",
+                "                Host Max                  : %d" % host_max,
+                "            Link Width", "                Max                       : 16x",
+                "                Current                   : 16x",
+                "        Bridge Chip", "            Type                          : N/A",
                 "    Fabric", "        State                             : %s" % state,
                 "        Status                            : Success", "    Processes                             : None", ""]
     return "\n".join(out) + "\n"
@@ -208,6 +218,12 @@ def _port_down(ctx):
     ctx.facts["nics"][5]["ports"][0].update(state="DOWN", state_code=1, phys_state="Polling", phys_state_code=2)
 
 
+def _gen4_slot(ctx):
+    # Gen5 GPUs in Gen4 slots: sysfs max_link_speed (the device) still says 32 GT/s; nvidia-smi's
+    # link Max says Gen4.
+    ctx.outputs["nvidia_smi_q"] = nvidia_smi_q(ctx.facts, host_max=4)
+
+
 def _other_kernel(ctx):
     # Another kernel, with OFED rebuilt for it: only the version is wrong.
     ctx.facts["kernel"]["release"] = "6.8.0-49-generic"
@@ -233,6 +249,7 @@ FAULTS = [
     ("cpu.vtx", _set(("facts", "cpu", "flags"), {"vmx": False, "svm": False})),
     ("iommu.enabled", _set(("facts", "kernel", "iommu"), {"active": False, "units": [], "groups": 0})),
     ("gpu.pcie_link", _set(("facts", "gpus", 2, "link", "width"), 8)),
+    ("gpu.pcie_link", _gen4_slot),
     ("nvidia.driver", _set(("facts", "nvidia", "driver_version"), "550.127.05")),
     ("nvidia.fabricmanager", _fm_version),
     ("nvidia.fabricmanager", _set(("services", "nvidia-fabricmanager.service", "state"), "stopped")),
@@ -402,6 +419,8 @@ def test_parsers_on_captured_output_shapes():
     assert _checks.parse_nccl_debug(NCCL_SOCKET)["transports"] == {"Socket"}
     assert _checks.parse_h2d("GPU 0: 48.9 GB/s\nGPU 0: 49.1 GB/s\nGPU 1: 29.0 GB/s\n") == {"0": [48.9, 49.1], "1": [29.0]}
     assert _checks.parse_h2d(H2D)["7"] == [48.92]
+    link = _checks.parse_gpu_link(nvidia_smi_q(sample_facts(), host_max=4))
+    assert link["00000000:18:00.0"] == {"gen_max": 4, "gen_current": 1, "width_max": 16, "width_current": 16}
     fabric = _checks.parse_fabric_state(nvidia_smi_q(sample_facts(), "In Progress"))
     assert len(fabric) == 8 and set(s["State"] for s in fabric.values()) == {"In Progress"}
     assert _checks.upstream_version("1:550.90.07-0ubuntu0.22.04.1") == "550.90.07"
