@@ -425,3 +425,14 @@ def test_parsers_on_captured_output_shapes():
     assert len(fabric) == 8 and set(s["State"] for s in fabric.values()) == {"In Progress"}
     assert _checks.upstream_version("1:550.90.07-0ubuntu0.22.04.1") == "550.90.07"
     assert _checks.version_key("28.39.1002") > _checks.version_key("28.9.9999")
+
+
+def test_fabric_state_unknown_without_fabric_block_is_no_data_not_a_pass():
+    ctx = sample_inputs()
+    ctx.outputs["nvidia_smi_q"] = "==============NVSMI LOG==============\nDriver Version : 550.90.07\nGPU 00000000:18:00.0\n"
+    check = next(c for c in _checks.evaluate(ctx)["checks"] if c["id"] == "nvidia.fabricmanager")
+    assert check["status"] == "fail"    # required by the sample profile
+    assert check["reason"] == "required by profile, but no data: nvidia-smi -q shows no Fabric block"
+    ctx.profile["require"].remove("nvidia.fabricmanager")
+    check = next(c for c in _checks.evaluate(ctx)["checks"] if c["id"] == "nvidia.fabricmanager")
+    assert check["status"] == "skip"
