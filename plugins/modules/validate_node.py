@@ -189,7 +189,9 @@ def split_outputs(outputs, errors):
                 texts[name] = value.get("stdout") or ""
             else:
                 detail = (value.get("stderr") or value.get("msg") or "").strip().splitlines()
-                cause = "%s: rc=%s, %s" % (value.get("cmd") or name, value.get("rc"), detail[0][:200] if detail else "no message")
+                cmd = value.get("cmd") or name
+                cmd = " ".join(str(c) for c in cmd) if isinstance(cmd, list) else str(cmd)
+                cause = "%s: rc=%s, %s" % (cmd, value.get("rc"), detail[0][:200] if detail else "no message")
                 # ansible.builtin.command reports a missing executable as rc 2 "Error executing command."
                 # with no output at all (the OSError text is not returned).
                 if value.get("rc") == 2 and not value.get("stdout") and not value.get("stderr"):

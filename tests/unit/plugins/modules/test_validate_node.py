@@ -57,7 +57,8 @@ def test_registered_command_results_become_outputs_or_causes(unpacked_tree):
     root = unpacked_tree("hgx-h100-ref")
     outputs = {
         "ofed_info": {"rc": 0, "stdout": "MLNX_OFED_LINUX-23.10-1.1.9.0:", "stderr": "", "cmd": ["ofed_info", "-s"]},
-        "modinfo_mlx5_core": {"rc": 2, "stdout": "", "stderr": "", "msg": "Error executing command.", "cmd": "modinfo -F vermagic mlx5_core"},
+        "modinfo_mlx5_core": {"rc": 2, "stdout": "", "stderr": "", "msg": "Error executing command.",
+                              "cmd": ["modinfo", "-F", "vermagic", "mlx5_core"]},
         "nvidia_smi_q": {"skipped": True, "skip_reason": "Conditional result was False"},
     }
     rc, result = run_adhoc({"root": root, "profile": profile(), "outputs": outputs})
@@ -65,7 +66,8 @@ def test_registered_command_results_become_outputs_or_causes(unpacked_tree):
     by_id = dict((c["id"], c) for c in result["report"]["checks"])
     assert by_id["ofed.version"]["status"] == "pass"
     assert by_id["ofed.kernel_match"]["status"] == "fail"   # required by the profile
-    assert "modinfo -F vermagic mlx5_core: rc=2, Error executing command." in by_id["ofed.kernel_match"]["reason"]
+    assert "modinfo -F vermagic mlx5_core: rc=2, Error executing command. (command absent or not executable?)" \
+        in by_id["ofed.kernel_match"]["reason"]
 
 
 @pytest.mark.parametrize("bad,message", [
