@@ -176,10 +176,11 @@ def test_good_sample_node_is_green_and_every_check_has_an_outcome():
 
 
 def _set(path, value):
+    """Fault: set one value; path = (Inputs attribute, key or index, ...)."""
     def apply(ctx):
-        node = ctx
-        for key in path[:-1]:
-            node = getattr(node, key) if isinstance(key, str) and hasattr(node, key) and not isinstance(node, (dict, list)) else node[key]
+        node = getattr(ctx, path[0])
+        for key in path[1:-1]:
+            node = node[key]
         node[path[-1]] = value
     return apply
 
