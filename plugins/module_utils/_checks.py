@@ -718,9 +718,11 @@ def _driver(ctx):
 
 
 def _fm_packages(packages):
+    """Installed fabric manager packages: Ubuntu/CUDA apt ``nvidia-fabricmanager-550``, from R580
+    the unversioned ``nvidia-fabricmanager``, CUDA's RPM ``nvidia-fabric-manager``."""
     out = []
     for name, entries in sorted((packages or {}).items()):
-        if re.match(r"^nvidia-fabricmanager(-\d+)?$", name):
+        if re.match(r"^nvidia-fabric-?manager(-\d+)?$", name):
             for entry in entries or []:
                 out.append((name, str(entry.get("version"))))
     return out

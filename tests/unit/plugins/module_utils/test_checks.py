@@ -437,3 +437,10 @@ def test_fabric_state_unknown_without_fabric_block_is_no_data_not_a_pass():
     ctx.profile["require"].remove("nvidia.fabricmanager")
     check = next(c for c in _checks.evaluate(ctx)["checks"] if c["id"] == "nvidia.fabricmanager")
     assert check["status"] == "skip"
+
+
+def test_fabric_manager_package_names_across_sources():
+    pkgs = {"nvidia-fabricmanager-550": [{"version": "550.90.07-1"}], "nvidia-fabricmanager": [{"version": "580.65.06-1"}],
+            "nvidia-fabric-manager": [{"version": "550.90.07", "release": "1.el9"}], "cuda-drivers-fabricmanager-550": [{"version": "1"}],
+            "nvidia-fabricmanager-dev-550": [{"version": "550.90.07-1"}]}
+    assert [n for n, _v in _checks._fm_packages(pkgs)] == ["nvidia-fabric-manager", "nvidia-fabricmanager", "nvidia-fabricmanager-550"]
