@@ -143,6 +143,19 @@ def test_check_mode_evaluates_the_same_and_writes_nothing(fleet):
     assert not fleet["reports"].exists()
 
 
+def test_enabled_probe_without_command_fails_its_check_with_the_cause(fleet, tmp_path):
+    with open(os.path.join(REPO, "inventories", "profiles", "hgx-h100.yml")) as handle:
+        profile = yaml.safe_load(handle)
+    profile["probes"]["nccl"]["enabled"] = True
+    path = tmp_path / "probe.yml"
+    path.write_text(yaml.safe_dump(profile))
+    proc = run(fleet, "-e", "validate_profile=%s" % path, "--limit", "gpu001")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "gpu001 QUARANTINE (profile hgx-h100): transport.nccl [" in summaries(proc.stdout)["gpu001"]
+    assert ("transport.nccl FAIL: required by profile, but no data: NCCL_DEBUG=INFO test run output not collected "
+            "(no command in validate_probes.nccl)") in proc.stdout
+
+
 def test_bad_profile_stops_with_the_key_named(fleet, tmp_path):
     bad = tmp_path / "bad.yml"
     bad.write_text("name: bad\nkernel:\n  cmdlne: {}\n")
