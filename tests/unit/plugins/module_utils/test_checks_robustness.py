@@ -16,8 +16,9 @@ _SPEC.loader.exec_module(_SAMPLE)
 PROFILE, sample_inputs = _SAMPLE.PROFILE, _SAMPLE.sample_inputs
 
 SCALARS = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=12))
-JSONISH = st.recursive(SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                         st.dictionaries(st.text(max_size=8), inner, max_size=4)), max_leaves=12)
+JSONISH = st.recursive(
+    SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)),
+    max_leaves=12)
 WORDS = st.lists(st.sampled_from(["hugepagesz=1G", "hugepagesz=2M", "hugepagesz=x", "hugepages=16", "hugepages=x",
                                   "default_hugepagesz=1G", "iommu=pt", "iommu", "console=ttyS0", "=", "a=b=c"]), max_size=10)
 
