@@ -40,6 +40,8 @@ t1=$(date +%s)
 # Twin-side files: the boot service that renders the hardware view, the GRUB stand-in, sshd drop-in.
 install -D -m 0755 "$here/files/update-grub" "$rootfs/usr/sbin/update-grub"
 install -D -m 0755 "$here/files/update-grub" "$rootfs/usr/sbin/grub-mkconfig"
+install -D -m 0755 "$here/files/modinfo" "$rootfs/usr/local/sbin/modinfo"
+install -D -m 0755 "$here/files/uname" "$rootfs/usr/local/bin/uname"
 install -D -m 0644 "$here/files/twin-boot.service" "$rootfs/etc/systemd/system/twin-boot.service"
 install -D -m 0644 "$here/files/sshd-twin.conf" "$rootfs/etc/ssh/sshd_config.d/twin.conf"
 install -D -m 0644 "$here/files/grub-default" "$rootfs/etc/default/grub"

@@ -6,8 +6,8 @@ Each dummy installs a small but realistic footprint (kernel images under /boot, 
 stand-in ``nv-fabricmanager`` daemon and unit, ``nvidia-smi`` and ``ofed_info`` that answer from the
 twin's rendered hardware view), so apt pinning, holds, upgrades and downgrades behave as in production.
 The repository is cached: DEST/.stamp holds a hash of this file and of files/; a rebuild happens only
-when they change. Versions follow the real archives: Debian 12 kernels (``linux-image-6.1.0-26-amd64``
-``6.1.112-1``), Ubuntu-style NVIDIA revisions (``550.90.07-0ubuntu0.22.04.1``), MLNX_OFED/DOCA-OFED.
+when they change. Versions follow the real archives: Ubuntu 22.04 HWE kernels (``linux-image-6.8.0-45-generic``
+``6.8.0-45.45~22.04.1``), Ubuntu NVIDIA revisions (``550.90.07-0ubuntu0.22.04.1``), MLNX_OFED/DOCA-OFED.
 """
 import concurrent.futures
 import hashlib
@@ -23,7 +23,8 @@ MAINTAINER = "gpufleet lab <lab@gpufleet.invalid>"
 
 # The data: every package of the repository. Two kernels, two driver branches (550 at two versions,
 # so "installed but not the pinned one" and "upgrade splits driver and FM" can happen), OFED at two.
-KERNELS = [("6.1.0-25-amd64", "6.1.106-3"), ("6.1.0-26-amd64", "6.1.112-1")]
+# Kernels as the fleet's Ubuntu 22.04 HWE archive names them (the profile pins linux-image-6.8.0-45-generic).
+KERNELS = [("6.8.0-40-generic", "6.8.0-40.40~22.04.3"), ("6.8.0-45-generic", "6.8.0-45.45~22.04.1")]
 NVIDIA = [("535", "535.183.01"), ("550", "550.54.15"), ("550", "550.90.07")]
 NVIDIA_REVISION = "-0ubuntu0.22.04.1"
 # (MLNX_OFED release, mlnx-ofed-kernel Debian version, doca-ofed version) -- doca-ofed numbers *unverified*
@@ -46,14 +47,16 @@ def packages():
         out.append({
             "Package": "linux-image-" + abi, "Version": version, "Section": "kernel",
             "Provides": "linux-image, wireguard-modules (= 1.0.0)",
-            "Description": "Linux %s for 64-bit PCs (signed) -- gpufleet lab dummy" % abi,
+            "Description": "Signed kernel image generic %s -- gpufleet lab dummy" % abi,
             "files": {
                 "/boot/vmlinuz-" + abi: (0o644, "gpufleet lab dummy kernel image %s (%s)" % (abi, version)),
                 "/boot/initrd.img-" + abi: (0o644, "gpufleet lab dummy initramfs for %s" % abi),
-                "/boot/config-" + abi: (0o644, "CONFIG_LOCALVERSION=\"-amd64\"\nCONFIG_HUGETLBFS=y\n"
+                "/boot/config-" + abi: (0o644, "CONFIG_LOCALVERSION=\"\"\nCONFIG_HUGETLBFS=y\n"
                                                 "CONFIG_TRANSPARENT_HUGEPAGE=y\nCONFIG_NUMA_BALANCING=y\nCONFIG_INTEL_IOMMU=y"),
                 "/boot/System.map-" + abi: (0o644, "ffffffff81000000 T _stext"),
-                "/usr/lib/modules/%s/modules.dep" % abi: (0o644, ""),
+                "/usr/lib/modules/%s/modules.order" % abi: (0o644, ""),
+                "/usr/lib/modules/%s/modules.builtin" % abi: (0o644, ""),
+                "/usr/lib/modules/%s/modules.builtin.modinfo" % abi: (0o644, ""),
             },
         })
         out.append({
@@ -61,6 +64,9 @@ def packages():
             "Description": "Header files for Linux %s -- gpufleet lab dummy" % abi,
             "files": {"/usr/src/linux-headers-%s/Makefile" % abi: (0o644, "# gpufleet lab dummy headers %s" % abi)},
             "links": {"/usr/lib/modules/%s/build" % abi: "/usr/src/linux-headers-" + abi},
+            # as Debian's headers packages do: DKMS builds its modules for the new kernel from this hook
+            "postinst": "#!/bin/sh\nset -e\nif [ \"$1\" = configure ] && [ -d /etc/kernel/header_postinst.d ]; then\n"
+                        "  run-parts --report --exit-on-error --arg=%s /etc/kernel/header_postinst.d\nfi\n" % abi,
         })
     for branch, upstream in NVIDIA:
         version = upstream + NVIDIA_REVISION
@@ -99,12 +105,20 @@ def packages():
                       "/etc/infiniband/info": (0o755, "#!/bin/sh\necho prefix=/usr\necho Kernel=$(uname -r)\necho\n"
                                                       "echo \"Configure options: --with-mlx5-mod\"")},
         })
+        build = "/usr/lib/gpufleet-twin/mlnx-ofed-dkms-build"
         out.append({
             "Package": "mlnx-ofed-kernel-dkms", "Version": kernel_version, "Section": "kernel",
             "Depends": "mlnx-ofed-kernel-utils (= %s)" % kernel_version,
             "Description": "DKMS support for mlnx-ofed kernel modules -- gpufleet lab dummy",
             "files": {"/usr/src/mlnx-ofed-kernel-%s/dkms.conf" % ofed.split("-")[0]:
-                      (0o644, "PACKAGE_NAME=\"mlnx-ofed-kernel\"\nPACKAGE_VERSION=\"%s\"" % ofed.split("-")[0])},
+                      (0o644, "PACKAGE_NAME=\"mlnx-ofed-kernel\"\nPACKAGE_VERSION=\"%s\"" % ofed.split("-")[0]),
+                      build: (0o755, _stand_in("twin-dkms-build", **subst)),
+                      "/etc/kernel/header_postinst.d/mlnx-ofed-kernel": (0o755, "#!/bin/sh\nexec %s \"$1\"" % build)},
+            # DKMS builds for every kernel with headers at install time, and removes its modules on removal.
+            "postinst": "#!/bin/sh\nset -e\nif [ \"$1\" = configure ]; then %s; fi\n" % build,
+            "prerm": "#!/bin/sh\nset -e\nfor k in /lib/modules/*; do\n  rm -f $k/updates/dkms/mlx5_core.ko $k/updates/dkms/mlx5_ib.ko "
+                     "$k/updates/dkms/ib_core.ko $k/updates/dkms/ib_uverbs.ko $k/updates/dkms/mlx_compat.ko\n"
+                     "  depmod -a $(basename $k) 2>/dev/null || true\ndone\n",
         })
         out.append({
             "Package": "doca-ofed", "Version": doca_version, "Section": "net",
@@ -122,11 +136,12 @@ def control_text(spec, workdir):
     for field in ("Depends", "Provides", "Conflicts"):
         if spec.get(field):
             lines.append("%s: %s" % (field, spec[field]))
-    if spec.get("postinst"):
-        path = os.path.join(workdir, "postinst")
-        with open(path, "w") as handle:
-            handle.write(spec["postinst"])
-        lines.append("Postinst: " + path)
+    for script in ("preinst", "postinst", "prerm", "postrm"):
+        if spec.get(script):
+            path = os.path.join(workdir, script)
+            with open(path, "w") as handle:
+                handle.write(spec[script])
+            lines.append("%s: %s" % (script.capitalize(), path))
     if spec.get("links"):
         lines.append("Links: " + "\n ".join("%s %s" % (target, link) for link, target in sorted(spec["links"].items())))
     for path, (mode, text) in sorted(spec["files"].items()):
@@ -183,8 +198,14 @@ def build(dest, jobs=2):
     subprocess.run(["gzip", "-9kf", "Packages"], cwd=tmp, check=True, timeout=60)
     with open(os.path.join(tmp, ".stamp"), "w") as handle:
         handle.write(want + "\n")
-    shutil.rmtree(dest, ignore_errors=True)
-    os.rename(tmp, dest)
+    # Replace the contents, not the folder: running twins bind-mount this folder (its inode).
+    os.makedirs(dest, exist_ok=True)
+    for name in os.listdir(dest):
+        if name not in os.listdir(tmp):
+            os.unlink(os.path.join(dest, name))
+    for name in sorted(os.listdir(tmp), key=lambda n: n == ".stamp"):   # the stamp last
+        os.replace(os.path.join(tmp, name), os.path.join(dest, name))
+    shutil.rmtree(tmp, ignore_errors=True)
     return True
 
 

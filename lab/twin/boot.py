@@ -239,6 +239,12 @@ def boot():
         print("twin-boot: %s/hw/render.py absent: minimal view only (cmdline, kernel, driver, boot id)"
               % LAB, file=sys.stderr)
         minimal_view(state, tmp)
+    # OS files that readers take through the hardware root (the gate reads <root>/etc/default/grub and
+    # grub.d/*.cfg): the twin's real ones, so a role's change shows without a re-render.
+    for rel in ("etc/default",):
+        if not os.path.lexists(os.path.join(tmp, rel)):
+            os.makedirs(os.path.dirname(os.path.join(tmp, rel)), exist_ok=True)
+            os.symlink(_path(rel), os.path.join(tmp, rel))
     shutil.rmtree(root, ignore_errors=True)
     os.rename(tmp, root)
     summary = {"name": name, "model": model_name, "hardware_root": root, "renderer": render is not None,

@@ -40,9 +40,9 @@ def test_fresh_twins_report_the_dirty_model(lab):
     assert [n["id"] for n in clean["numa"]["nodes"]] == list(range(8))       # SNC4 on 2 sockets
     assert clean["cpu"]["online_count"] == 208 and clean["cpu"]["smt_active"] is True
     assert clean["nvidia"]["driver_version"] == "550.90.07"
-    assert clean["kernel"]["release"] == "6.1.0-26-amd64"
+    assert clean["kernel"]["release"] == "6.8.0-45-generic"
     assert clean["kernel"]["thp"]["enabled"] == "never" and clean["kernel"]["numa_balancing"] == 0
-    assert clean["kernel"]["hugepages"]["1048576"] == 64
+    assert clean["kernel"]["hugepages"]["1048576"] == 128
     assert clean["kernel"]["iommu"]["active"] is True and clean["kernel"]["kvm"] is True
     assert clean["kernel"]["governor"]["not_performance"] == []
     assert all(n["ports"][0]["state"] == "ACTIVE" for n in clean["nics"])
@@ -71,9 +71,15 @@ def test_fresh_twins_report_the_dirty_model(lab):
     # OS-side faults are real files and real dpkg state
     assert lab.ssh("twin1", "apt-mark showhold").stdout.split() == []
     assert sorted(lab.ssh("twin4", "apt-mark showhold").stdout.split()) == [
-        "linux-image-6.1.0-26-amd64", "nvidia-driver-550-server", "nvidia-fabricmanager-550"]
+        "linux-image-6.8.0-45-generic", "nvidia-driver-550-server", "nvidia-fabricmanager-550"]
     assert "hugepages=32" in lab.ssh("twin1", "cat /etc/default/grub.d/50-cloudimg-settings.cfg").stdout
     assert lab.ssh("twin4", "ofed_info -s").stdout.strip() == "MLNX_OFED_LINUX-23.10-1.1.9.0:"
+    # DKMS stand-in built OFED for the kernel with headers; modinfo looks under the twin's running kernel
+    assert lab.ssh("twin4", "modinfo -F vermagic mlx5_core").stdout.split()[0] == "6.8.0-45-generic"
+    assert lab.ssh("twin4", "uname -r").stdout.strip() == "6.8.0-45-generic"
+    # nvidia-smi -q: fabric state follows the fabric manager daemon
+    assert "State                             : Completed" in lab.ssh("twin4", "nvidia-smi -q").stdout
+    assert "State                             : In Progress" in lab.ssh("twin3", "nvidia-smi -q").stdout
 
 
 def test_fabric_manager_fails_on_mismatch_and_runs_on_match(lab):
@@ -148,7 +154,7 @@ def test_grub_change_and_inband_reboot(lab):
       ansible.builtin.lineinfile:
         path: /etc/default/grub
         regexp: '^GRUB_CMDLINE_LINUX='
-        line: 'GRUB_CMDLINE_LINUX="intel_iommu=on iommu=pt default_hugepagesz=1G hugepagesz=1G hugepages=128 transparent_hugepage=never numa_balancing=disable"'
+        line: 'GRUB_CMDLINE_LINUX="intel_iommu=on iommu=pt default_hugepagesz=1G hugepagesz=1G hugepages=96 transparent_hugepage=never numa_balancing=disable"'
     - name: Regenerate grub.cfg
       ansible.builtin.command: update-grub
       changed_when: true
@@ -156,7 +162,7 @@ def test_grub_change_and_inband_reboot(lab):
     # installed but not booted: the old module is loaded, the new library refuses it (as on a real node)
     smi = lab.ssh("twin2", "nvidia-smi", check=False)
     assert smi.returncode != 0 and "Driver/library version mismatch" in smi.stdout
-    assert "hugepages=64" in lab.ssh("twin2", "cat /run/twin/proc/cmdline").stdout
+    assert "hugepages=128" in lab.ssh("twin2", "cat /run/twin/proc/cmdline").stdout
 
     lab.playbook("""
 - hosts: twin2
@@ -170,8 +176,8 @@ def test_grub_change_and_inband_reboot(lab):
     after_id = lab.boot_id("twin2")
     assert after_id and after_id != before
     facts = lab.facts("twin2")["twin2"]
-    assert "hugepages=128" in facts["kernel"]["cmdline"]["raw"].split()
-    assert facts["kernel"]["hugepages"]["1048576"] == 128
+    assert "hugepages=96" in facts["kernel"]["cmdline"]["raw"].split()
+    assert facts["kernel"]["hugepages"]["1048576"] == 96
     assert facts["nvidia"]["driver_version"] == "550.90.07"
     assert lab.ssh("twin2", "nvidia-smi --query-gpu=driver_version --format=csv,noheader").stdout.split() == ["550.90.07"] * 8
     assert lab.ssh("twin2", "systemctl is-active nvidia-fabricmanager").stdout.strip() == "active"
