@@ -145,6 +145,7 @@ def analyse_cmdline(tokens, allow_repeated=()):
     pools = {}
     size_origin = {}
     pending = None
+    last_count = None
     seen = {}
     for key, value, origin in tokens:
         where = "%s (%s)" % (_param_text(key, value), origin)
@@ -167,9 +168,14 @@ def analyse_cmdline(tokens, allow_repeated=()):
             pending = (size, where, key)
         elif key == "hugepages":
             if pending is None:
-                problems.append("%s has no hugepagesz= before it (the kernel gives it to the default size, "
-                                "a second one is ignored)" % where)
+                if last_count is not None:
+                    problems.append("%s follows %s with no hugepagesz= between them: the kernel ignores it "
+                                    "(\"HugeTLB: hugepages= specified twice without interleaving hugepagesz=\")" % (where, last_count))
+                else:
+                    problems.append("%s has no hugepagesz= before it (it sizes whatever the default page size is)" % where)
+                last_count = where
                 continue
+            last_count = where
             size = pending[0]
             pending = None
             try:

@@ -374,8 +374,9 @@ def _tokens(raw, origin="proc/cmdline"):
 
 @pytest.mark.parametrize("raw,problem", [
     ("hugepagesz=1G hugepages=16 hugepagesz=2M hugepages=1024", None),
-    ("hugepages=16 hugepages=16", "no hugepagesz= before it"),
-    ("hugepagesz=1G hugepages=16 hugepages=32", "no hugepagesz= before it"),
+    ("hugepages=16", "hugepages=16 (proc/cmdline) has no hugepagesz= before it"),
+    ("hugepages=16 hugepages=16", "specified twice without interleaving hugepagesz="),
+    ("hugepagesz=1G hugepages=16 hugepages=32", "hugepages=32 (proc/cmdline) follows hugepages=16 (proc/cmdline) with no hugepagesz="),
     ("hugepagesz=1G hugepages=16 hugepagesz=1G hugepages=16", "given twice"),
     ("hugepagesz=1G hugepagesz=2M hugepages=16", "with no hugepages= between"),
     ("hugepagesz=1G", "not followed by its hugepages="),
@@ -385,7 +386,7 @@ def _tokens(raw, origin="proc/cmdline"):
     ("default_hugepagesz=1G hugepages=16", None),
     ("default_hugepagesz=1G hugepagesz=1G hugepages=128", None),
     ("default_hugepagesz=1G hugepages=16 hugepagesz=1G hugepages=16", "pool 1048576 kB already set"),
-    ("default_hugepagesz=1G hugepages=16 hugepages=16", "no hugepagesz= before it"),
+    ("default_hugepagesz=1G hugepages=16 hugepages=16", "specified twice without interleaving"),
     ("iommu=pt iommu=pt", "iommu given 2 times"),
 ])
 def test_cmdline_rules(raw, problem):
