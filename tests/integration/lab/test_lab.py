@@ -32,6 +32,16 @@ def test_inventory_reaches_every_twin(lab):
     assert lab.ssh("twin3", "hostname").stdout.strip() == "twin3"
 
 
+def test_second_up_reuses_everything(lab):
+    proc = lab.lab_sh("up", timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "building" not in proc.stdout and "apt repository built" not in proc.stdout
+    for name in ("twin1", "twin2", "twin3", "twin4"):
+        assert "lab: %s: running" % name in proc.stdout
+    status = lab.lab_sh("status").stdout
+    assert status.count(" running ") == 4 and status.count(" up ") == 4, status
+
+
 def test_fresh_twins_report_the_dirty_model(lab):
     facts = lab.facts()
     assert sorted(facts) == ["twin1", "twin2", "twin3", "twin4"]
