@@ -474,7 +474,7 @@ def _os_release(ctx):
 
 
 @check("kernel.version", "modules (nvidia, OFED) built for another kernel; a fleet running mixed kernels",
-       "role gpufleet.provision.kernel: install and hold the profile's kernel, make it the GRUB default, reboot")
+       "install the profile's linux-image (and headers), apt-mark hold it, make it the GRUB default, reboot")
 def _kernel_version(ctx):
     want = ctx.want("kernel", "release")
     release = ctx.need((ctx.facts.get("kernel") or {}).get("release"), ["proc/sys/kernel/osrelease"])
@@ -483,7 +483,7 @@ def _kernel_version(ctx):
 
 @check("kernel.cmdline", "hugepages= twice (the kernel ignores the second: the pool is not what was planned), "
        "missing iommu/THP/NUMA-balancing parameters",
-       "role gpufleet.provision.kernel: fix GRUB_CMDLINE_LINUX, update-grub, reboot")
+       "set the parameters once in GRUB_CMDLINE_LINUX (/etc/default/grub), update-grub (RHEL: grubby --update-kernel=ALL), reboot")
 def _kernel_cmdline(ctx):
     want = ctx.want("kernel", "cmdline")
     params = ctx.need(((ctx.facts.get("kernel") or {}).get("cmdline") or {}).get("params"), ["proc/cmdline"])
@@ -496,7 +496,7 @@ def _kernel_cmdline(ctx):
 
 @check("kernel.grub_sources", "a GRUB source (/etc/default/grub or grub.d/*.cfg) that will give a duplicate or "
        "missing parameter at the next reboot",
-       "role gpufleet.provision.kernel: keep the parameters in one GRUB source, remove them from the others (cloud images: grub.d/*.cfg)")
+       "keep the parameters in one GRUB source and remove them from the others (cloud images: /etc/default/grub.d/*.cfg), update-grub")
 def _grub_sources(ctx):
     want = ctx.want("kernel", "cmdline")
     if _profile.section(ctx.profile, "kernel", "grub_sources") is False:
@@ -524,7 +524,7 @@ def _grub_sources(ctx):
 
 
 @check("memory.hugepages", "a hugepage pool smaller or larger than planned (VMs or jobs fail to start, or memory is stranded)",
-       "role gpufleet.provision.kernel: hugepagesz=/hugepages= on the cmdline per profile memory.hugepages, reboot")
+       "hugepagesz=<size> hugepages=<count> per pool on the kernel command line (profile memory.hugepages), update-grub, reboot")
 def _hugepages(ctx):
     total = _profile.section(ctx.profile, "memory", "hugepages")
     per_node = _profile.section(ctx.profile, "memory", "hugepages_per_node")
@@ -556,7 +556,7 @@ def _hugepages(ctx):
 
 
 @check("memory.thp", "transparent hugepages on: latency jitter and memory bloat",
-       "role gpufleet.provision.kernel: transparent_hugepage=never on the cmdline")
+       "transparent_hugepage=never on the kernel command line (now: echo never > /sys/kernel/mm/transparent_hugepage/enabled)")
 def _thp(ctx):
     want = ctx.want("memory", "thp")
     mode = ctx.need(((ctx.facts.get("kernel") or {}).get("thp") or {}).get("enabled"),
@@ -565,7 +565,7 @@ def _thp(ctx):
 
 
 @check("memory.numa_balancing", "automatic NUMA balancing migrating pages under a pinned workload",
-       "role gpufleet.provision.kernel: numa_balancing=disable on the cmdline (sysctl kernel.numa_balancing=0)")
+       "numa_balancing=disable on the kernel command line (now: sysctl kernel.numa_balancing=0)")
 def _numa_balancing(ctx):
     want = ctx.want("memory", "numa_balancing")
     value = ctx.need((ctx.facts.get("kernel") or {}).get("numa_balancing"), ["proc/sys/kernel/numa_balancing"])
@@ -574,7 +574,7 @@ def _numa_balancing(ctx):
 
 
 @check("cpu.smt", "hyper-threading off: half the CPUs, pinning plans wrong",
-       "BIOS: enable logical processors / hyper-threading (role gpufleet.provision.bios)")
+       "BIOS: logical processors / hyper-threading on (role gpufleet.provision.bios), reboot")
 def _smt(ctx):
     want = ctx.want("cpu", "smt")
     cpu = ctx.facts.get("cpu") or {}
@@ -586,7 +586,7 @@ def _smt(ctx):
 
 
 @check("cpu.governor", "a CPU running downclocked (governor not performance) mid-job",
-       "role gpufleet.provision.kernel: cpufreq governor performance on every CPU; BIOS: OS-controlled P-states")
+       "cpufreq governor performance on every CPU (cpupower frequency-set -g performance, persisted); BIOS: OS-controlled P-states")
 def _governor(ctx):
     want = ctx.want("cpu", "governor")
     gov = ctx.need((ctx.facts.get("kernel") or {}).get("governor"), ["sys/devices/system/cpu/cpu*/cpufreq/*"])
@@ -604,7 +604,7 @@ def _governor(ctx):
 
 
 @check("cpu.vtx", "VT-x/AMD-V off in BIOS: no KVM, no VFIO passthrough",
-       "BIOS: enable processor virtualization (VMX/SVM) (role gpufleet.provision.bios)")
+       "BIOS: processor virtualization (VMX/SVM) on (role gpufleet.provision.bios), reboot")
 def _vtx(ctx):
     want = ctx.want("cpu", "vtx")
     flags = ctx.need((ctx.facts.get("cpu") or {}).get("flags"), ["proc/cpuinfo"])
@@ -614,7 +614,7 @@ def _vtx(ctx):
 
 
 @check("iommu.enabled", "IOMMU off: VFIO passthrough impossible, or on where the profile wants it off",
-       "BIOS: enable VT-d/AMD-Vi; role gpufleet.provision.kernel: intel_iommu=on iommu=pt")
+       "BIOS: VT-d/AMD-Vi on (role gpufleet.provision.bios); intel_iommu=on iommu=pt on the kernel command line; reboot")
 def _iommu(ctx):
     want = ctx.want("iommu", "enabled")
     iommu = ctx.need((ctx.facts.get("kernel") or {}).get("iommu"), ["sys/class/iommu*", "sys/kernel/iommu_groups*"])
@@ -624,7 +624,7 @@ def _iommu(ctx):
 
 
 @check("numa.layout", "sub-NUMA clustering not applied (BIOS update reset it): memory on the wrong node, uneven H2D bandwidth",
-       "BIOS: sub-NUMA clustering per profile (e.g. SNC4) and hyper-threading (role gpufleet.provision.bios), then reboot")
+       "BIOS: sub-NUMA clustering per profile (e.g. SNC4) and hyper-threading (role gpufleet.provision.bios), reboot")
 def _numa_layout(ctx):
     want = ctx.want("numa")
     if want.get("nodes") is None and want.get("cpus_per_node") is None:
@@ -709,7 +709,7 @@ def _gpu_link(ctx):
 
 
 @check("nvidia.driver", "a node on another NVIDIA driver than the fleet: benchmarks diverge, FM mismatch",
-       "role gpufleet.provision.nvidia: install and hold the profile's driver branch/version, reboot or reload the modules")
+       "install the profile's driver version (pin the upstream version, any revision), apt-mark hold it, reboot or reload the modules")
 def _driver(ctx):
     want = ctx.want("nvidia", "driver_version")
     nv = ctx.facts.get("nvidia") or {}
@@ -736,8 +736,8 @@ def _fm_packages(packages):
 
 @check("nvidia.fabricmanager", "fabric manager missing, stopped or of another version than the driver: every GPU "
        "listed, but CUDA returns 802 (system not ready) at the first multi-GPU job",
-       "role gpufleet.provision.nvidia: install nvidia-fabricmanager of exactly the driver version, hold both, "
-       "enable and start nvidia-fabricmanager.service")
+       "install the fabric manager package of exactly the driver version (apt-cache madison), apt-mark hold it and "
+       "the driver, systemctl enable --now nvidia-fabricmanager")
 def _fabricmanager(ctx):
     nv = ctx.facts.get("nvidia") or {}
     required = _profile.section(ctx.profile, "nvidia", "fabricmanager")
@@ -786,7 +786,7 @@ def _fabricmanager(ctx):
 
 
 @check("packages.held", "driver/fabric manager/kernel drifting apart on apt upgrade (not held)",
-       "role gpufleet.provision.nvidia / kernel: apt-mark hold the pinned packages")
+       "apt-mark hold the pinned packages (driver, fabric manager, kernel) so an upgrade cannot split them")
 def _held(ctx):
     want = ctx.want("packages", "held")
     text = ctx.output("apt_mark_showhold", "apt-mark showhold")
@@ -829,7 +829,7 @@ def _rails(ctx):
 
 
 @check("ib.ports", "an IB port down or at the wrong rate/link layer: collectives use fewer rails or fall back to TCP",
-       "check cable/transceiver and switch port; role gpufleet.provision.ofed for the link layer (mlxconfig LINK_TYPE)")
+       "check cable/transceiver and switch port (ibstat, the leaf's port counters); link layer: mlxconfig LINK_TYPE_P1")
 def _ib_ports(ctx):
     want = ctx.want("ib")
     nics = ctx.need(ctx.facts.get("nics"), ["sys/class/infiniband*"])
@@ -880,7 +880,7 @@ def path_between(a, b):
 
 
 @check("pcie.acs", "ACS redirecting GPU-NIC peer traffic through the root complex: GPUDirect RDMA bandwidth collapses, no error",
-       "BIOS: PCIe ACS control per host mode (bare metal: disabled); role gpufleet.provision.kernel: "
+       "BIOS: PCIe ACS control per host mode (bare metal: disabled; role gpufleet.provision.bios), or "
        "setpci on the switch ports at boot; virtualization: ACS with DirectTrans+ and ATS on the NIC")
 def _acs(ctx):
     mode = ctx.want("host_mode")
@@ -916,7 +916,7 @@ def _acs(ctx):
 
 
 @check("nic.ats", "ATS off on the NIC under IOMMU/ACS: peer-to-peer traffic translated by the root complex, slower",
-       "role gpufleet.provision.ofed: mlxconfig -d <pci> set ATS_ENABLED=1, then a NIC reset or reboot")
+       "mlxconfig -d <pci> set ATS_ENABLED=1, then mlxfwreset or a reboot")
 def _ats(ctx):
     want = _profile.section(ctx.profile, "nic", "ats")
     if want is None:
@@ -944,7 +944,7 @@ def _ats(ctx):
 
 
 @check("ofed.version", "an OFED release other than the fleet's (known bugs, mismatched firmware expectations)",
-       "role gpufleet.provision.ofed: install the profile's DOCA-OFED/MLNX_OFED version")
+       "install the profile's DOCA-OFED/MLNX_OFED version")
 def _ofed_version(ctx):
     want = ctx.want("ofed", "version")
     text = ctx.output("ofed_info", "ofed_info -s")
@@ -956,7 +956,7 @@ def _ofed_version(ctx):
 
 
 @check("ofed.kernel_match", "OFED modules built for another kernel: mlx5_core fails to load or the in-box driver is used",
-       "role gpufleet.provision.ofed: rebuild/reinstall the OFED kernel modules (DKMS) for the running kernel")
+       "rebuild the OFED kernel modules for the running kernel (dkms autoinstall, or reinstall mlnx-ofed-kernel-dkms)")
 def _ofed_kernel(ctx):
     ofed = ctx.want("ofed")
     if ofed.get("kernel_match") is False:
@@ -1006,7 +1006,7 @@ def _fw_nvme(ctx):
 
 
 @check("storage.mounts", "scratch/VM image storage not mounted, too small or too full: provisioning or checkpoints fail later",
-       "role gpufleet.provision.storage: create/mount the file system; free space")
+       "create and mount the file system (fstab), or free space on it")
 def _mounts(ctx):
     want = ctx.want("storage", "mounts")
     mounts = ctx.need(ctx.facts.get("mounts"), ["proc/self/mounts"])
@@ -1040,7 +1040,7 @@ def _probe(ctx, name):
 
 
 @check("transport.nccl", "NCCL falling back to TCP sockets: the job runs at about half speed with no error",
-       "role gpufleet.provision.ofed (nvidia-peermem, IB modules); check NCCL_IB_HCA and that the rail ports are ACTIVE")
+       "load nvidia-peermem and the IB modules; check NCCL_IB_HCA and that the rail ports are ACTIVE (ib.ports)")
 def _nccl(ctx):
     probe = _probe(ctx, "nccl")
     text = ctx.output("nccl_debug", "NCCL_DEBUG=INFO test run")

@@ -445,3 +445,23 @@ def test_fabric_manager_package_names_across_sources():
             "nvidia-fabric-manager": [{"version": "550.90.07", "release": "1.el9"}], "cuda-drivers-fabricmanager-550": [{"version": "1"}],
             "nvidia-fabricmanager-dev-550": [{"version": "550.90.07-1"}]}
     assert [n for n, _v in _checks._fm_packages(pkgs)] == ["nvidia-fabric-manager", "nvidia-fabricmanager", "nvidia-fabricmanager-550"]
+
+
+def test_docs_have_one_line_per_check_id_and_the_profile_doc_every_key():
+    import os
+    import re
+    docs = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "docs")
+    with open(os.path.join(docs, "checks.md")) as handle:
+        rows = re.findall(r"^\| `([a-z0-9_.]+)`", handle.read(), re.M)
+    assert rows == list(_checks.CHECK_IDS)
+    with open(os.path.join(docs, "profile.md")) as handle:
+        text = handle.read()
+
+    def leaves(schema, prefix=""):
+        for key, spec in schema.items():
+            if spec.get("options") and spec["type"] == "dict":
+                for sub in leaves(spec["options"], prefix + key + "."):
+                    yield sub
+            else:
+                yield prefix + key
+    assert [k for k in leaves(_profile.SCHEMA) if "`%s`" % k not in text] == []
