@@ -126,9 +126,9 @@ report:
           status: fail
           observed: {raw: "... hugepagesz=1G hugepages=16 hugepages=16"}
           expected: {required: [intel_iommu=on]}
-          reason: "hugepages=16 (proc/cmdline) has no hugepagesz= before it"
+          reason: "hugepages=16 (proc/cmdline) follows hugepages=128 (proc/cmdline) with no hugepagesz= between them: ..."
           prevents: "hugepages= twice (the kernel ignores the second ...)"
-          remedy: "role gpufleet.provision.kernel: fix GRUB_CMDLINE_LINUX, update-grub, reboot"
+          remedy: "set the parameters once in GRUB_CMDLINE_LINUX (/etc/default/grub), update-grub (...), reboot"
 facts:
   description: The facts the checks were evaluated on (schema of C(ansible_facts.gpufleet), docs/facts.md).
   returned: success
@@ -151,7 +151,7 @@ details:
   returned: success
   type: list
   elements: str
-  sample: ["memory.thp FAIL: enabled is [always] -> fix: role gpufleet.provision.kernel: transparent_hugepage=never on the cmdline"]
+  sample: ["memory.thp FAIL: enabled is [always] -> fix: transparent_hugepage=never on the kernel command line (...)"]
 """
 
 import os
