@@ -460,8 +460,7 @@ def test_docs_have_one_line_per_check_id_and_the_profile_doc_every_key():
     def leaves(schema, prefix=""):
         for key, spec in schema.items():
             if spec.get("options") and spec["type"] == "dict":
-                for sub in leaves(spec["options"], prefix + key + "."):
-                    yield sub
+                yield from leaves(spec["options"], prefix + key + ".")
             else:
                 yield prefix + key
     assert [k for k in leaves(_profile.SCHEMA) if "`%s`" % k not in text] == []
