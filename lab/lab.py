@@ -222,14 +222,12 @@ def ensure_certs(password):
 
 
 def _cert_paths(certs):
-    names = sorted(os.listdir(certs))
-
-    def pick(*candidates):
-        for cand in candidates:
-            if cand in names:
-                return os.path.join(certs, cand)
-        raise LabError("BMC certs in %s: none of %s (have %s)" % (certs, candidates, names))
-    return pick("server.pem", "server.crt", "cert.pem"), pick("server.key", "server-key.pem", "key.pem"), pick("htpasswd", ".htpasswd")
+    """What `python -m lab.bmc.certs` writes: server.pem, server.key, htpasswd (and ca.pem for clients)."""
+    paths = [os.path.join(certs, name) for name in ("server.pem", "server.key", "htpasswd")]
+    missing = [p for p in paths if not os.path.exists(p)]
+    if missing:
+        raise LabError("BMC certs: %s missing (remove %s and run up again)" % (", ".join(missing), certs))
+    return paths
 
 
 def start_bmc(spec, certs):
@@ -263,13 +261,17 @@ def wait_bmc(spec, deadline):
 
 
 def _pid_alive(pidfile):
+    """The pid in ``pidfile`` if that process is still a BMC this lab started (never a reused pid)."""
     try:
         with open(pidfile) as handle:
             pid = int(handle.read().strip())
-        os.kill(pid, 0)
-        return pid
+        with open("/proc/%d/cmdline" % pid, "rb") as handle:
+            cmdline = handle.read().split(b"\0")
     except (OSError, ValueError):
         return None
+    if b"lab.bmc.serve" not in cmdline or bmc_dir().encode() not in cmdline:
+        return None
+    return pid
 
 
 def stop_bmcs():
