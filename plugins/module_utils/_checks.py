@@ -785,12 +785,27 @@ def _fabricmanager(ctx):
     return _outcome(failures, unknown, observed, {"version": driver, "service": "running", "fabric": "Completed"})
 
 
+def parse_versionlock(text):
+    """``dnf versionlock list`` -> package names: ``nvidia-driver-3:550.90.07-1.el9.*`` -> nvidia-driver
+    (name-[epoch:]version-release, the release possibly a glob). Other lines (metadata notes) are skipped."""
+    names = set()
+    for line in text.splitlines():
+        line = line.strip()
+        parts = line.rsplit("-", 2)
+        if len(parts) == 3 and parts[0] and re.match(r"^(\d+:)?[0-9][\w.+~]*$", parts[1]) and " " not in line:
+            names.add(parts[0])
+    return names
+
+
 @check("packages.held", "driver/fabric manager/kernel drifting apart on apt upgrade (not held)",
-       "apt-mark hold the pinned packages (driver, fabric manager, kernel) so an upgrade cannot split them")
+       "apt-mark hold the pinned packages (driver, fabric manager, kernel) so an upgrade cannot split them "
+       "(RHEL family: dnf versionlock add)")
 def _held(ctx):
     want = ctx.want("packages", "held")
-    text = ctx.output("apt_mark_showhold", "apt-mark showhold")
-    held = set(text.split())
+    if ctx.outputs.get("apt_mark_showhold") is None and ctx.outputs.get("dnf_versionlock") is not None:
+        held = parse_versionlock(ctx.output("dnf_versionlock", "dnf versionlock list"))
+    else:
+        held = set(ctx.output("apt_mark_showhold", "apt-mark showhold").split())
     installed = sorted((ctx.packages or {}).keys()) if ctx.packages is not None else None
     failures, observed = [], {"held": sorted(held)}
     for pattern in want:

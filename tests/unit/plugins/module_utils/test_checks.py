@@ -464,3 +464,15 @@ def test_docs_have_one_line_per_check_id_and_the_profile_doc_every_key():
             else:
                 yield prefix + key
     assert [k for k in leaves(_profile.SCHEMA) if "`%s`" % k not in text] == []
+
+
+def test_held_packages_on_the_rhel_family_come_from_dnf_versionlock():
+    ctx = sample_inputs()
+    del ctx.outputs["apt_mark_showhold"]
+    ctx.outputs["dnf_versionlock"] = ("Last metadata expiration check: 0:12:01 ago on Sun 29 Nov 2026 08:00:00 AM UTC.\n"
+                                      "nvidia-driver-550-server-3:550.90.07-1.el9.*\nnvidia-fabricmanager-550-550.90.07-1.*\n")
+    assert _checks.parse_versionlock(ctx.outputs["dnf_versionlock"]) == {"nvidia-driver-550-server", "nvidia-fabricmanager-550"}
+    assert statuses(_checks.evaluate(ctx))["packages.held"] == "pass"
+    ctx.outputs["dnf_versionlock"] = "nvidia-driver-550-server-3:550.90.07-1.el9.*\n"
+    check = next(c for c in _checks.evaluate(ctx)["checks"] if c["id"] == "packages.held")
+    assert check["status"] == "fail" and check["reason"] == "nvidia-fabricmanager-550: installed, not held"
