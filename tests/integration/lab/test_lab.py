@@ -146,7 +146,8 @@ def test_bios_pending_at_the_bmc_applies_on_reset(lab):
 
 
 def test_grub_change_and_inband_reboot(lab):
-    """twin2: install the fleet's driver (replacing the held 535 branch), change GRUB, reboot in-band."""
+    """twin2: install the fleet's driver (replacing the held 535 branch), change GRUB, set VT-d pending at
+    the BMC, reboot in-band: cmdline, loaded driver and BIOS all follow."""
     before = lab.boot_id("twin2")
     lab.playbook("""
 - hosts: twin2
@@ -169,6 +170,13 @@ def test_grub_change_and_inband_reboot(lab):
       ansible.builtin.command: update-grub
       changed_when: true
 """)
+    # VT-d on at the BMC (Lenovo: Bios/Pending): pending until the host POSTs, an OS reboot included
+    _, systems, _ = lab.redfish("twin2", "GET", "/redfish/v1/Systems")
+    _, sysdoc, _ = lab.redfish("twin2", "GET", systems["Members"][0]["@odata.id"])
+    _, bios, _ = lab.redfish("twin2", "GET", sysdoc["Bios"]["@odata.id"])
+    lab.redfish("twin2", "PATCH", bios["@Redfish.Settings"]["SettingsObject"]["@odata.id"],
+                {"Attributes": {"DevicesandIOPorts_IntelVTforDirectedIOVTd": "Enabled"}})
+    assert lab.facts("twin2")["twin2"]["kernel"]["iommu"]["active"] is False
     # installed but not booted: the old module is loaded, the new library refuses it (as on a real node)
     smi = lab.ssh("twin2", "nvidia-smi", check=False)
     assert smi.returncode != 0 and "Driver/library version mismatch" in smi.stdout
@@ -191,6 +199,9 @@ def test_grub_change_and_inband_reboot(lab):
     assert facts["nvidia"]["driver_version"] == "550.90.07"
     assert lab.ssh("twin2", "nvidia-smi --query-gpu=driver_version --format=csv,noheader").stdout.split() == ["550.90.07"] * 8
     assert lab.ssh("twin2", "systemctl is-active nvidia-fabricmanager").stdout.strip() == "active"
+    assert facts["kernel"]["iommu"]["active"] is True                       # VT-d applied at the POST
+    _, bios, _ = lab.redfish("twin2", "GET", sysdoc["Bios"]["@odata.id"])
+    assert bios["Attributes"]["DevicesandIOPorts_IntelVTforDirectedIOVTd"] == "Enabled"
 
 
 def test_bmc_power_off_and_on_drive_the_twin(lab):
