@@ -23,7 +23,7 @@ description:
     naming the path; the module never fails on content.
   - The schema is documented in C(docs/facts.md) of the collection.
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
   - gpufleet.provision.hardware_root
   - gpufleet.provision.hardware_root.READ_ONLY
