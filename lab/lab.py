@@ -380,6 +380,42 @@ def stop_bmcs():
     return stopped
 
 
+# --- the fabric the twins' ibnetdiscover shows -----------------------------------------------------
+
+def fabric_dir():
+    path = os.path.join(STATE, "fabric")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def fabric_capture():
+    """Write <state>/fabric/ibnetdiscover.out: the lab's InfiniBand fabric, for the twins' ibnetdiscover.
+
+    Made by the fabric tests' generator (tests/fixtures/fabric/lab_capture.py) from what the twins
+    are rendered from: inventory cabling + hardware models. Rewritten only when those change.
+    """
+    script = os.path.join(REPO, "tests", "fixtures", "fabric", "lab_capture.py")
+    out = os.path.join(fabric_dir(), "ibnetdiscover.out")
+    if not os.path.exists(script):
+        return "not written: %s is absent (ibnetdiscover in the twins will fail)" % script
+    digest = hashlib.sha256()
+    models = os.path.join(LAB, "hw", "models")
+    for path in [INVENTORY, script, os.path.join(LAB, "hw", "render.py")] + sorted(
+            os.path.join(models, n) for n in os.listdir(models)):
+        with open(path, "rb") as handle:
+            digest.update(handle.read())
+    stamp = os.path.join(fabric_dir(), ".stamp")
+    if os.path.exists(out) and os.path.exists(stamp) and open(stamp).read() == digest.hexdigest():
+        return "up to date"
+    proc = run([sys.executable, script, out + ".new", "--inventory", INVENTORY], check=False, timeout=300, cwd=REPO)
+    if proc.returncode != 0:
+        return "not written: %s failed: %s" % (script, (proc.stderr or proc.stdout).strip()[-500:])
+    os.replace(out + ".new", out)
+    with open(stamp, "w") as handle:
+        handle.write(digest.hexdigest())
+    return "written (%s)" % out
+
+
 # --- twins --------------------------------------------------------------------------------------
 
 def container(name):
@@ -461,6 +497,7 @@ def create_twin(spec, ref):
            "-v", "%s:/srv/gpufleet-repo:ro" % ensure_repo(),
            "-v", "%s:/etc/gpufleet-twin:ro" % folder,
            "-v", "%s:/run/twin-bmc:ro" % bmc_dir(),
+           "-v", "%s:/run/twin-fabric:ro" % fabric_dir(),
            ref, timeout=120)
 
 
@@ -552,8 +589,10 @@ def up(names=None):
             wait_bmc(spec, time.time() + 30)
     else:
         log("lab/bmc is absent: twins boot with the BIOS state written in %s, no Redfish BMC" % bmc_dir())
-    with concurrent.futures.ThreadPoolExecutor(max(1, len(selected))) as pool:
+    with concurrent.futures.ThreadPoolExecutor(max(1, len(selected)) + 1) as pool:
+        fabric = pool.submit(fabric_capture)
         results = dict(zip([s["name"] for s in selected], pool.map(lambda s: _safe(up_twin, s, ref), selected)))
+        log("fabric capture: %s" % fabric.result())
     failed = {n: r for n, r in results.items() if isinstance(r, Exception)}
     for name in sorted(results):
         log("%s: %s" % (name, results[name]))

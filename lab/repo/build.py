@@ -28,6 +28,7 @@ KERNELS = [("6.8.0-40-generic", "6.8.0-40.40~22.04.3"), ("6.8.0-45-generic", "6.
 NVIDIA = [("535", "535.183.01"), ("550", "550.54.15"), ("550", "550.90.07")]
 NVIDIA_REVISION = "-0ubuntu0.22.04.1"
 # (MLNX_OFED release, mlnx-ofed-kernel Debian version, doca-ofed version) -- doca-ofed numbers *unverified*
+INFINIBAND_DIAGS = "2307mlnx47-1.2310119"  # as MLNX_OFED 23.10 names it (*unverified*)
 OFED = [("23.10-1.1.9.0", "23.10.OFED.23.10.1.1.9.1-1", "2.5.0-0.0.1"),
         ("24.04-0.7.0.0", "24.04.OFED.24.04.0.7.0.1-1", "2.7.0-0.0.1")]
 
@@ -122,9 +123,14 @@ def packages():
         })
         out.append({
             "Package": "doca-ofed", "Version": doca_version, "Section": "net",
-            "Depends": "mlnx-ofed-kernel-dkms (= {0}), mlnx-ofed-kernel-utils (= {0})".format(kernel_version),
+            "Depends": "mlnx-ofed-kernel-dkms (= {0}), mlnx-ofed-kernel-utils (= {0}), infiniband-diags".format(kernel_version),
             "Description": "DOCA-OFED meta package -- gpufleet lab dummy", "files": {},
         })
+    out.append({
+        "Package": "infiniband-diags", "Version": INFINIBAND_DIAGS, "Section": "net",
+        "Description": "InfiniBand diagnostic programs -- gpufleet lab dummy",
+        "files": {"/usr/sbin/ibnetdiscover": (0o755, _stand_in("ibnetdiscover", DEBVERSION=INFINIBAND_DIAGS))},
+    })
     return out
 
 

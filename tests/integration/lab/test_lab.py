@@ -92,6 +92,18 @@ def test_fresh_twins_report_the_dirty_model(lab):
     assert "State                             : In Progress" in lab.ssh("twin3", "nvidia-smi -q").stdout
 
 
+def test_twins_discover_the_lab_fabric(lab):
+    """ibnetdiscover in a twin shows the lab's fabric, twin3's rail NIC mlx5_3 on rail 2's leaf."""
+    out = lab.ssh("twin4", "ibnetdiscover").stdout
+    # blocks are separated by blank lines; a switch block starts with vendid=..., then its Switch line
+    leaf_r2 = [block for block in out.split("\n\n")
+               if any(line.startswith("Switch") and "MF0;su1-leaf-r2:" in line for line in block.splitlines())]
+    assert len(leaf_r2) == 1, out[:500]
+    assert '"twin3 mlx5_3"' in leaf_r2[0] and '"twin4 mlx5_2"' in leaf_r2[0]
+    assert '"twin3 mlx5_0"' not in out                                        # its port is down
+    assert '"twin4 mlx5_0"' in out
+
+
 def test_fabric_manager_fails_on_mismatch_and_runs_on_match(lab):
     state = lab.ssh("twin3", "systemctl is-active nvidia-fabricmanager", check=False).stdout.strip()
     assert state == "failed"
