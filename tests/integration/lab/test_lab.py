@@ -9,6 +9,10 @@ import os
 import subprocess
 import time
 
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
 
 def _params(facts, key):
     return [p["value"] for p in facts["kernel"]["cmdline"]["params"] if p["key"] == key]
@@ -131,30 +135,62 @@ def test_fabric_manager_fails_on_mismatch_and_runs_on_match(lab):
 
 
 def test_bios_pending_at_the_bmc_applies_on_reset(lab):
-    # Follow the links like a client must (Dell flavour: Bios/Settings + a config job).
-    _, systems, _ = lab.redfish("twin1", "GET", "/redfish/v1/Systems")
-    system = systems["Members"][0]["@odata.id"]
-    _, sysdoc, _ = lab.redfish("twin1", "GET", system)
-    _, bios, _ = lab.redfish("twin1", "GET", sysdoc["Bios"]["@odata.id"])
-    assert bios["Attributes"]["SubNumaCluster"] == "Disabled" and bios["Attributes"]["LogicalProc"] == "Disabled"
+    """twin3 (AMI flavour, sushy's /BIOS paths): SNC and HT off at the BMC, then a Redfish reset."""
+    _, systems, _ = lab.redfish("twin3", "GET", "/redfish/v1/Systems")
+    _, sysdoc, _ = lab.redfish("twin3", "GET", systems["Members"][0]["@odata.id"])
+    _, bios, _ = lab.redfish("twin3", "GET", sysdoc["Bios"]["@odata.id"])   # follow the links
+    assert bios["Attributes"]["SncEn"] == "Enable SNC4"
     settings = bios["@Redfish.Settings"]["SettingsObject"]["@odata.id"]
-    status, _, _ = lab.redfish("twin1", "PATCH", settings, {
-        "Attributes": {"SubNumaCluster": "4WayClustering", "LogicalProc": "Enabled"},
-        "@Redfish.SettingsApplyTime": {"ApplyTime": "OnReset"}})
+    status, _, _ = lab.redfish("twin3", "PATCH", settings,
+                               {"Attributes": {"SncEn": "Disable", "ProcessorHyperThreading": "Disable"}})
     assert status in (200, 202, 204)
 
-    before = lab.boot_id("twin1")
-    assert len(lab.facts("twin1")["twin1"]["numa"]["nodes"]) == 2            # pending: nothing changed yet
+    before = lab.boot_id("twin3")
+    assert len(lab.facts("twin3")["twin3"]["numa"]["nodes"]) == 8            # pending: nothing changed yet
 
-    status, _, _ = lab.redfish("twin1", "POST", sysdoc["Actions"]["#ComputerSystem.Reset"]["target"],
+    status, _, _ = lab.redfish("twin3", "POST", sysdoc["Actions"]["#ComputerSystem.Reset"]["target"],
                                {"ResetType": "ForceRestart"})
     assert status in (200, 202, 204)
-    lab.wait_new_boot("twin1", before)
-    after = lab.facts("twin1")["twin1"]
-    assert len(after["numa"]["nodes"]) == 8                                    # SNC4: 2 NUMA nodes became 8
-    assert after["cpu"]["online_count"] == 208 and after["cpu"]["smt_active"] is True   # HT on doubles the CPUs
-    _, bios, _ = lab.redfish("twin1", "GET", sysdoc["Bios"]["@odata.id"])
-    assert bios["Attributes"]["SubNumaCluster"] == "4WayClustering"
+    lab.wait_new_boot("twin3", before)
+    after = lab.facts("twin3")["twin3"]
+    assert len(after["numa"]["nodes"]) == 2                                    # SNC off: 8 NUMA nodes became 2
+    assert after["cpu"]["online_count"] == 104 and after["cpu"]["smt_active"] is False   # HT off halves the CPUs
+    _, bios, _ = lab.redfish("twin3", "GET", sysdoc["Bios"]["@odata.id"])
+    assert bios["Attributes"]["SncEn"] == "Disable"
+
+
+def test_bios_role_and_one_inband_reboot_fix_twin1(lab):
+    """The collection's own flow on the Dell twin: bios role (pending + config job), the single
+    reboot (in-band, the twin's POST applies the job), then the role's verify; again: no change."""
+    play = """
+- hosts: twin1
+  gather_facts: false
+  roles:
+    - role: gpufleet.provision.bios
+      vars:
+        bios_settings: {snc: snc4, hyperthreading: true}
+    - role: gpufleet.provision.reboot
+      vars:
+        reboot_allowed: true
+  post_tasks:
+    - name: Every desired attribute must now be current
+      ansible.builtin.include_role:
+        name: gpufleet.provision.bios
+        tasks_from: verify
+      vars:
+        bios_settings: {snc: snc4, hyperthreading: true}
+"""
+    for role in ("bios", "reboot"):
+        if not os.path.isdir(os.path.join(REPO, "roles", role)):
+            pytest.skip("roles/%s is not in this checkout" % role)
+    before = lab.boot_id("twin1")
+    first = lab.playbook(play)
+    assert lab.boot_id("twin1") != before
+    facts = lab.facts("twin1")["twin1"]
+    assert len(facts["numa"]["nodes"]) == 8 and facts["cpu"]["online_count"] == 208
+    second = lab.playbook(play)
+    assert "changed=0" in second.stdout.split("PLAY RECAP")[-1], second.stdout[-2000:]
+    assert "changed=0" not in first.stdout.split("PLAY RECAP")[-1]
 
 
 def test_grub_change_and_inband_reboot(lab):
