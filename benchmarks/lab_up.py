@@ -41,7 +41,7 @@ def main():
     for hostvars in group["hosts"].values():
         hostvars["ansible_port"] += SHIFT
         hostvars["gpufleet_lab_twin"]["bmc"]["port"] += SHIFT
-        hostvars["gpufleet_bmc_address"] = "https://127.0.0.1:%d" % hostvars["gpufleet_lab_twin"]["bmc"]["port"]
+        hostvars["gpufleet_bmc_address"] = "127.0.0.1:%d" % hostvars["gpufleet_lab_twin"]["bmc"]["port"]
     group["vars"]["ansible_ssh_private_key_file"] = os.path.join(state, "ssh", "id_ed25519")
     with open(os.path.join(inv_dir, "hosts.yml"), "w") as handle:
         yaml.safe_dump(inv, handle, sort_keys=False)
@@ -101,7 +101,7 @@ def main():
     figures["in-band reboot to new boot id, median of %d (s)" % len(samples)] = sorted(samples)[len(samples) // 2]
 
     # Out-of-band: ComputerSystem.Reset at twin4's BMC.
-    bmc = group["hosts"]["twin4"]["gpufleet_bmc_address"]
+    bmc = "https://" + group["hosts"]["twin4"]["gpufleet_bmc_address"]
     ctx = ssl.create_default_context(cafile=os.path.join(state, "bmc-certs", "ca.pem"))
     auth = base64.b64encode(("%s:%s" % (group["vars"]["gpufleet_bmc_username"], group["vars"]["gpufleet_bmc_password"])).encode()).decode()
 

@@ -56,7 +56,7 @@ class Lab:
             hostvars["ansible_port"] += PORT_SHIFT
             port = hostvars["gpufleet_lab_twin"]["bmc"]["port"] + PORT_SHIFT
             hostvars["gpufleet_lab_twin"]["bmc"]["port"] = port
-            hostvars["gpufleet_bmc_address"] = "https://127.0.0.1:%d" % port
+            hostvars["gpufleet_bmc_address"] = "127.0.0.1:%d" % port   # host:port, as the bios role takes it
             self.hosts[name] = hostvars
         group["vars"]["ansible_ssh_private_key_file"] = os.path.join(self.state, "ssh", "id_ed25519")
         group["vars"]["gpufleet_bmc_ca_path"] = os.path.join(self.state, "bmc-certs", "ca.pem")
@@ -114,7 +114,7 @@ class Lab:
     def redfish(self, host, method, path, body=None):
         """One request to the twin's BMC (TLS verified against the lab CA, basic auth)."""
         ctx = ssl.create_default_context(cafile=os.path.join(self.state, "bmc-certs", "ca.pem"))
-        url = self.hosts[host]["gpufleet_bmc_address"] + path
+        url = "https://" + self.hosts[host]["gpufleet_bmc_address"] + path
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(url, data=data, method=method)
         auth = "%s:%s" % (self.group_vars["gpufleet_bmc_username"], self.group_vars["gpufleet_bmc_password"])
