@@ -173,6 +173,41 @@ def os_release():
     return out
 
 
+# sysctl keys the rendered view models, applied at boot like systemd-sysctl does (the container's
+# own /proc/sys is the host kernel's and read-only).
+SYSCTL_FILES = {"kernel.numa_balancing": "proc/sys/kernel/numa_balancing"}
+
+
+def boot_sysctl():
+    """{key: value} that systemd-sysctl would apply at boot for the keys in SYSCTL_FILES.
+
+    Files named *.conf in /usr/lib/sysctl.d, /run/sysctl.d and /etc/sysctl.d, a name in a later
+    folder replacing the same name in an earlier one, read in name order, then /etc/sysctl.conf;
+    the last assignment wins. Sample: ``kernel.numa_balancing = 0`` (also ``kernel/numa_balancing=0``).
+    """
+    files = {}
+    for folder in ("usr/lib/sysctl.d", "run/sysctl.d", "etc/sysctl.d"):
+        for path in glob.glob(os.path.join(_path(folder), "*.conf")):
+            files[os.path.basename(path)] = path
+    ordered = [files[name] for name in sorted(files)] + [_path("etc/sysctl.conf")]
+    values = {}
+    for path in ordered:
+        try:
+            with open(path) as handle:
+                lines = handle.read().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            line = line.strip()
+            if not line or line[0] in "#;":
+                continue
+            key, sep, value = line.lstrip("-").partition("=")
+            key = key.strip().replace("/", ".")
+            if sep and key in SYSCTL_FILES:
+                values[key] = value.strip()
+    return values
+
+
 def load_renderer():
     path = os.path.join(LAB, "hw", "render.py")
     if not os.path.exists(path):
@@ -239,6 +274,13 @@ def boot():
         print("twin-boot: %s/hw/render.py absent: minimal view only (cmdline, kernel, driver, boot id)"
               % LAB, file=sys.stderr)
         minimal_view(state, tmp)
+    for key, value in sorted(boot_sysctl().items()):
+        rel = os.path.join(tmp, SYSCTL_FILES[key])
+        if os.path.exists(rel):
+            os.chmod(rel, 0o644)
+            with open(rel, "w") as handle:
+                handle.write(value + "\n")
+            state.setdefault("sysctl", {})[key] = value
     # OS files that readers take through the hardware root (the gate reads <root>/etc/default/grub and
     # grub.d/*.cfg): the twin's real ones, so a role's change shows without a re-render.
     for rel in ("etc/default",):

@@ -158,3 +158,15 @@ def test_seed_script_writes_grub_sources_and_rejects_odd_dropin_names():
     spec["grub"]["dropins"] = {"../../etc/passwd": "x"}
     with pytest.raises(lab.LabError, match="plain \\*.cfg name"):
         lab.seed_script(spec)
+
+
+def test_boot_applies_sysctl_files_like_systemd_sysctl(tmp_path, monkeypatch):
+    for folder, name, text in (("usr/lib/sysctl.d", "50-default.conf", "kernel.numa_balancing = 1\n"),
+                               ("etc/sysctl.d", "90-gpufleet.conf", "# tuned\nkernel/numa_balancing=0\nvm.swappiness = 1\n"),
+                               ("usr/lib/sysctl.d", "90-gpufleet.conf", "kernel.numa_balancing = 1\n")):  # shadowed by /etc
+        (tmp_path / folder).mkdir(parents=True, exist_ok=True)
+        (tmp_path / folder / name).write_text(text)
+    monkeypatch.setattr(boot, "SYSROOT", str(tmp_path))
+    assert boot.boot_sysctl() == {"kernel.numa_balancing": "0"}
+    (tmp_path / "etc" / "sysctl.conf").write_text("kernel.numa_balancing=1\n")                   # read last
+    assert boot.boot_sysctl() == {"kernel.numa_balancing": "1"}
