@@ -33,6 +33,11 @@ OFED = [("23.10-1.1.9.0", "23.10.OFED.23.10.1.1.9.1-1", "2.5.0-0.0.1"),
         ("24.04-0.7.0.0", "24.04.OFED.24.04.0.7.0.1-1", "2.7.0-0.0.1")]
 
 
+KERNEL_CONFIG = ('CONFIG_LOCALVERSION=""\nCONFIG_HUGETLBFS=y\nCONFIG_TRANSPARENT_HUGEPAGE=y\n'
+                 'CONFIG_NUMA_BALANCING=y\nCONFIG_INTEL_IOMMU=y')
+FM_CONFIG = "LOG_LEVEL=4\nLOG_FILE_NAME=/var/log/fabricmanager.log\nFABRIC_MODE=0\nFABRIC_MODE_RESTART=0"
+
+
 def _stand_in(name, **subst):
     with open(os.path.join(FILES, name)) as handle:
         text = handle.read()
@@ -52,8 +57,7 @@ def packages():
             "files": {
                 "/boot/vmlinuz-" + abi: (0o644, "gpufleet lab dummy kernel image %s (%s)" % (abi, version)),
                 "/boot/initrd.img-" + abi: (0o644, "gpufleet lab dummy initramfs for %s" % abi),
-                "/boot/config-" + abi: (0o644, "CONFIG_LOCALVERSION=\"\"\nCONFIG_HUGETLBFS=y\n"
-                                                "CONFIG_TRANSPARENT_HUGEPAGE=y\nCONFIG_NUMA_BALANCING=y\nCONFIG_INTEL_IOMMU=y"),
+                "/boot/config-" + abi: (0o644, KERNEL_CONFIG),
                 "/boot/System.map-" + abi: (0o644, "ffffffff81000000 T _stext"),
                 "/usr/lib/modules/%s/modules.order" % abi: (0o644, ""),
                 "/usr/lib/modules/%s/modules.builtin" % abi: (0o644, ""),
@@ -92,8 +96,7 @@ def packages():
             "files": {
                 "/usr/bin/nv-fabricmanager": (0o755, _stand_in("nv-fabricmanager", **subst)),
                 "/lib/systemd/system/nvidia-fabricmanager.service": (0o644, _stand_in("nvidia-fabricmanager.service")),
-                "/usr/share/nvidia/nvswitch/fabricmanager.cfg": (0o644, "LOG_LEVEL=4\nLOG_FILE_NAME=/var/log/fabricmanager.log\n"
-                                                                     "FABRIC_MODE=0\nFABRIC_MODE_RESTART=0"),
+                "/usr/share/nvidia/nvswitch/fabricmanager.cfg": (0o644, FM_CONFIG),
             },
             "postinst": "#!/bin/sh\nset -e\nif [ -d /run/systemd/system ]; then systemctl daemon-reload || true; fi\n",
         })

@@ -18,15 +18,15 @@ UUID = "6a1d8c3e-7f0b-4b8e-9d2a-1c5e0f4a2b7d"
 GRUB_CFG = """
 set default="%s"
 menuentry 'Debian GNU/Linux' --class debian $menuentry_id_option 'gnulinux-simple-U' {
-	linux	/boot/vmlinuz-6.1.0-26-amd64 root=UUID=U ro  hugepages=64   quiet
+    linux    /boot/vmlinuz-6.1.0-26-amd64 root=UUID=U ro  hugepages=64   quiet
 }
 submenu 'Advanced options for Debian GNU/Linux' $menuentry_id_option 'gnulinux-advanced-U' {
-	menuentry 'Debian GNU/Linux, with Linux 6.1.0-26-amd64' --class debian $menuentry_id_option 'gnulinux-6.1.0-26-amd64-advanced-U' {
-		linux	/boot/vmlinuz-6.1.0-26-amd64 root=UUID=U ro hugepages=64 quiet
-	}
-	menuentry 'Debian GNU/Linux, with Linux 6.1.0-25-amd64' --class debian $menuentry_id_option 'gnulinux-6.1.0-25-amd64-advanced-U' {
-		linux	/boot/vmlinuz-6.1.0-25-amd64 root=UUID=U ro hugepages=8 quiet
-	}
+    menuentry 'Debian GNU/Linux, with Linux 6.1.0-26-amd64' --class debian $menuentry_id_option 'gnulinux-6.1.0-26-amd64-advanced-U' {
+        linux    /boot/vmlinuz-6.1.0-26-amd64 root=UUID=U ro hugepages=64 quiet
+    }
+    menuentry 'Debian GNU/Linux, with Linux 6.1.0-25-amd64' --class debian $menuentry_id_option 'gnulinux-6.1.0-25-amd64-advanced-U' {
+        linux    /boot/vmlinuz-6.1.0-25-amd64 root=UUID=U ro hugepages=8 quiet
+    }
 }
 """
 
