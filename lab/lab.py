@@ -569,6 +569,8 @@ def up(names=None):
     unknown = sorted(set(names or []) - set(twins))
     if unknown:
         raise LabError("no twin named %s in %s (known: %s)" % (", ".join(unknown), INVENTORY, ", ".join(sorted(twins))))
+    if os.geteuid() != 0:
+        raise LabError("the lab needs root: rootful podman (systemd containers with runc) and debootstrap")
     for tool in ("podman", "runc", "slirp4netns", "ssh", "ssh-keygen", "debootstrap", "equivs-build", "dpkg-scanpackages"):
         if not shutil.which(tool):
             raise LabError("%s not found: run `make deps` (podman runc slirp4netns debootstrap equivs dpkg-dev "
