@@ -170,3 +170,19 @@ def test_boot_applies_sysctl_files_like_systemd_sysctl(tmp_path, monkeypatch):
     assert boot.boot_sysctl() == {"kernel.numa_balancing": "0"}
     (tmp_path / "etc" / "sysctl.conf").write_text("kernel.numa_balancing=1\n")                   # read last
     assert boot.boot_sysctl() == {"kernel.numa_balancing": "1"}
+
+
+def test_up_names_an_unknown_twin_before_doing_anything(tmp_path, monkeypatch):
+    monkeypatch.setattr(lab, "STATE", str(tmp_path / "state"))
+    with pytest.raises(lab.LabError, match=r"no twin named twin9 in .*hosts.yml \(known: twin1, twin2, twin3, twin4\)"):
+        lab.up(["twin9"])
+    assert not (tmp_path / "state" / "bmc").exists()                             # no BMC, no twin started
+
+
+def test_oci_prestart_ignores_containers_that_are_not_twins_and_twins_without_pending(tmp_path, monkeypatch):
+    monkeypatch.setattr(lab, "STATE", str(tmp_path))
+    assert lab.oci_prestart('{"ociVersion": "1.0.2", "id": "x", "annotations": {}}') is None
+    (tmp_path / "bmc" / "t1").mkdir(parents=True)
+    (tmp_path / "bmc" / "t1" / "bios.json").write_text('{"vendor": "ami", "current": {}, "pending": {}, "power": "On"}')
+    # nothing pending: the BMC is left alone (no command file is even needed)
+    assert lab.oci_prestart('{"annotations": {"gpufleet.lab.twin": "t1"}}') is None
