@@ -1,15 +1,12 @@
 """validate_node through Ansible itself (ad hoc): reference tree, check mode, bad profile, outputs."""
 import json
 import os
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 
 import pytest
 import yaml
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
-ANSIBLE = os.path.join(os.path.dirname(sys.executable), "ansible")
 
 
 def profile():
@@ -17,43 +14,30 @@ def profile():
         return yaml.safe_load(handle)
 
 
-def run_adhoc(args, check=False):
-    if not os.path.exists(ANSIBLE):
-        pytest.skip("ansible CLI not in this virtualenv: %s" % ANSIBLE)
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, ".build"), ANSIBLE_STDOUT_CALLBACK="ansible.builtin.minimal",
-               ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0",
-               ANSIBLE_PYTHON_INTERPRETER=sys.executable)
-    cmd = [ANSIBLE, "localhost", "-m", "gpufleet.provision.validate_node", "-a", json.dumps(args)] + (["--check"] if check else [])
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, check=False)
-    head, sep, body = proc.stdout.partition(" => ")
-    assert sep, proc.stdout + proc.stderr
-    return proc.returncode, json.loads(body)
-
-
 @pytest.mark.parametrize("check", [False, True])
-def test_reference_tree_without_collected_inputs(unpacked_tree, check):
+def test_reference_tree_without_collected_inputs(adhoc, unpacked_tree, check):
     root = unpacked_tree("hgx-h100-ref")
-    rc, result = run_adhoc({"root": root, "profile": profile(), "node": "gpu001"}, check=check)
+    rc, result = adhoc("validate_node", {"root": root, "profile": profile(), "node": "gpu001"}, check=check)
     assert rc == 0, result
     assert result["changed"] is False
     report = result["report"]
     by_id = dict((c["id"], c) for c in report["checks"])
     # Everything the tree can prove passes. The checks the profile requires that need collected
-    # inputs (packages, services, command outputs) or a GRUB file the capture lacks have no data:
-    # a required skip is a fail.
-    needs_inputs = ["kernel.grub_sources", "nvidia.fabricmanager", "ofed.version", "ofed.kernel_match", "packages.held"]
+    # inputs (packages, services, command outputs) have no data: a required skip is a fail.
+    needs_inputs = ["nvidia.fabricmanager", "ofed.version", "ofed.kernel_match", "packages.held"]
     assert sorted(report["failed"]) == sorted(needs_inputs)
     for check_id in needs_inputs:
         assert by_id[check_id]["reason"].startswith("required by profile, but no data"), by_id[check_id]
     assert by_id["pcie.acs"]["status"] == "pass" and by_id["nic.rails"]["status"] == "pass"
+    assert by_id["kernel.grub_sources"]["status"] == "pass"  # the capture carries /etc/default/grub
     assert result["facts"]["schema"] == 1 and len(result["facts"]["gpus"]) == 8
     suite = ET.fromstring(result["junit"]).find("testsuite")
     assert suite.get("name") == "gpu001" and len(suite.findall("testcase")) == len(report["checks"])
     assert 'gpufleet_check{node="gpu001",check="nvidia.fabricmanager"} 0' in result["prometheus"]
-    assert result["summary"].startswith("gpu001 QUARANTINE (profile hgx-h100): kernel.grub_sources, nvidia.fabricmanager, ")
+    assert result["summary"].startswith("gpu001 QUARANTINE (profile hgx-h100): nvidia.fabricmanager, ")
 
 
-def test_registered_command_results_become_outputs_or_causes(unpacked_tree):
+def test_registered_command_results_become_outputs_or_causes(adhoc, unpacked_tree):
     root = unpacked_tree("hgx-h100-ref")
     outputs = {
         "ofed_info": {"rc": 0, "stdout": "MLNX_OFED_LINUX-23.10-1.1.9.0:", "stderr": "", "cmd": ["ofed_info", "-s"]},
@@ -61,7 +45,7 @@ def test_registered_command_results_become_outputs_or_causes(unpacked_tree):
                               "cmd": ["modinfo", "-F", "vermagic", "mlx5_core"]},
         "nvidia_smi_q": {"skipped": True, "skip_reason": "Conditional result was False"},
     }
-    rc, result = run_adhoc({"root": root, "profile": profile(), "outputs": outputs})
+    rc, result = adhoc("validate_node", {"root": root, "profile": profile(), "outputs": outputs})
     assert rc == 0, result
     by_id = dict((c["id"], c) for c in result["report"]["checks"])
     assert by_id["ofed.version"]["status"] == "pass"
@@ -74,14 +58,14 @@ def test_registered_command_results_become_outputs_or_causes(unpacked_tree):
     ({"kernel": {"cmdlne": {"required": []}}}, "profile key kernel.cmdlne: unknown (known: cmdline, grub_sources, release)"),
     ({"os": {"version_id": 22.1}}, "profile key os.version_id: must be a string, got float 22.1"),
 ])
-def test_bad_profile_fails_naming_the_key(unpacked_tree, bad, message):
-    rc, result = run_adhoc({"root": unpacked_tree("cloud-guest"), "profile": bad})
+def test_bad_profile_fails_naming_the_key(adhoc, unpacked_tree, bad, message):
+    rc, result = adhoc("validate_node", {"root": unpacked_tree("cloud-guest"), "profile": bad})
     assert rc != 0
     assert message in result["msg"]
     assert "Traceback" not in json.dumps(result)
 
 
-def test_bad_root_fails_clearly():
-    rc, result = run_adhoc({"root": "/definitely/not/here", "profile": {"name": "x"}})
+def test_bad_root_fails_clearly(adhoc):
+    rc, result = adhoc("validate_node", {"root": "/definitely/not/here", "profile": {"name": "x"}})
     assert rc != 0
     assert result["msg"] == "root /definitely/not/here: not a directory"
