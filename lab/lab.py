@@ -191,6 +191,16 @@ def _port_open(port):
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
+def _wait_port_free(port, seconds=15):
+    """True once nothing listens on 127.0.0.1:port (a lab just torn down may take a moment to let go)."""
+    deadline = time.time() + seconds
+    while _port_open(port):
+        if time.time() > deadline:
+            return False
+        time.sleep(0.3)
+    return True
+
+
 def raw_bios(flavour, settings):
     """Portable BIOS settings -> the flavour's raw attributes, from lab/bmc/flavours/<flavour>.yml.
 
@@ -265,7 +275,7 @@ def start_bmc(spec, certs):
     pidfile = os.path.join(bmc_dir(), name + ".pid")
     if _pid_alive(pidfile) and _port_open(port):
         return False
-    if _port_open(port):
+    if not _wait_port_free(port):
         raise LabError("BMC %s: 127.0.0.1:%d is already in use by another process" % (name, port))
     cert, key, htpasswd = _cert_paths(certs)
     hook = "%s bmc-reset" % shlex.quote(os.path.join(LAB, "lab.sh"))
@@ -545,6 +555,8 @@ def up_twin(spec, ref):
         wait_booted(name, time.time() + 60)
         wait_ssh(spec, time.time() + 30)
         return "started"
+    if not _wait_port_free(spec["ssh_port"]):
+        raise LabError("twin %s: 127.0.0.1:%d (its SSH port) is already in use by another process" % (name, spec["ssh_port"]))
     create_twin(spec, ref)
     # Seeding needs no running systemd (apt, update-grub, `systemctl enable` work offline): it runs while
     # the first boot is under way, and the restart below is the boot that counts.
