@@ -10,7 +10,7 @@ COLL := $(COLL_ROOT)/ansible_collections/gpufleet/provision
 export ANSIBLE_COLLECTIONS_PATH := $(COLL_ROOT)
 export ANSIBLE_COLLECTIONS_SCAN_SYS_PATH := false
 
-.PHONY: venv deps link test units integration sanity lint build clean
+.PHONY: venv deps link test units integration sanity lint build clean lab-up lab-down lab-status run
 
 venv: $(VENV)/.done
 $(VENV)/.done: requirements.txt requirements-test.txt
@@ -42,6 +42,21 @@ lint: venv link
 build: venv
 	rm -f gpufleet-provision-*.tar.gz
 	$(BIN)/ansible-galaxy collection build --force .
+
+# The lab: 4 twin nodes + 4 BMCs on 127.0.0.1 (needs root; docs/lab.md).
+lab-up: venv link deps
+	lab/lab.sh up
+
+lab-down:
+	lab/lab.sh down
+
+lab-status:
+	lab/lab.sh status
+
+# The main job on the lab: provision (BIOS, one reboot, verify), gate, fabric inventory.
+# Output in reports/lab/ (gate/<host>.json|xml|prom, fabric/). Red twins are reported, not fatal.
+run: lab-up
+	$(BIN)/ansible-playbook -i inventories/lab playbooks/provision.yml
 
 test: venv link deps
 	$(BIN)/pytest -q tests
