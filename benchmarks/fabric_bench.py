@@ -19,7 +19,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(REPO, "tests", "fixtures", "fabric"))
+sys.path.insert(0, os.path.join(REPO, "lab", "fabric"))
 sys.path.insert(0, os.path.join(REPO, ".build"))
 
 CHILD = r"""

@@ -401,10 +401,10 @@ def fabric_dir():
 def fabric_capture():
     """Write <state>/fabric/ibnetdiscover.out: the lab's InfiniBand fabric, for the twins' ibnetdiscover.
 
-    Made by the fabric tests' generator (tests/fixtures/fabric/lab_capture.py) from what the twins
+    Made by the fabric tests' generator (lab/fabric/lab_capture.py) from what the twins
     are rendered from: inventory cabling + hardware models. Rewritten only when those change.
     """
-    script = os.path.join(REPO, "tests", "fixtures", "fabric", "lab_capture.py")
+    script = os.path.join(REPO, "lab", "fabric", "lab_capture.py")
     out = os.path.join(fabric_dir(), "ibnetdiscover.out")
     if not os.path.exists(script):
         return "not written: %s is absent (ibnetdiscover in the twins will fail)" % script

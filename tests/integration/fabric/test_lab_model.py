@@ -1,6 +1,6 @@
 """The fabric inventory on the lab's twins: facts from the real collector, cabling from the lab's model.
 
-Until the lab writes its own ibnetdiscover capture, tests/fixtures/fabric/lab_capture.py builds one
+Until the lab writes its own ibnetdiscover capture, lab/fabric/lab_capture.py builds one
 from the same sources the twins are built from (see its docstring).
 """
 import os
@@ -12,7 +12,7 @@ from ansible_collections.gpufleet.provision.plugins.module_utils import _fabric,
 from ansible_collections.gpufleet.provision.plugins.module_utils._ibnetdiscover import parse
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-sys.path.insert(0, os.path.join(REPO, "tests", "fixtures", "fabric"))
+sys.path.insert(0, os.path.join(REPO, "lab", "fabric"))
 
 pytest.importorskip("lab.lab", reason="the lab harness (lab/lab.py) is not in this checkout")
 pytest.importorskip("ansible_collections.gpufleet.provision.plugins.module_utils._facts", reason="node_facts collector absent")

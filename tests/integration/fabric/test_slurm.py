@@ -20,7 +20,7 @@ from ansible_collections.gpufleet.provision.plugins.module_utils import _fabric,
 from ansible_collections.gpufleet.provision.plugins.module_utils._ibnetdiscover import parse, parse_file
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-sys.path.insert(0, os.path.join(REPO, "tests", "fixtures", "fabric"))
+sys.path.insert(0, os.path.join(REPO, "lab", "fabric"))
 import ibnetgen  # noqa: E402
 
 SLURMCTLD = shutil.which("slurmctld") or ("/usr/sbin/slurmctld" if os.path.exists("/usr/sbin/slurmctld") else None)

@@ -17,7 +17,7 @@ from ansible_collections.gpufleet.provision.plugins.module_utils import _fabric,
 from ansible_collections.gpufleet.provision.plugins.module_utils._ibnetdiscover import parse
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
-sys.path.insert(0, os.path.join(REPO, "tests", "fixtures", "fabric"))
+sys.path.insert(0, os.path.join(REPO, "lab", "fabric"))
 import ibnetgen  # noqa: E402
 
 

@@ -12,7 +12,7 @@ import pytest
 from ansible_collections.gpufleet.provision.plugins.module_utils import _fabric
 from ansible_collections.gpufleet.provision.plugins.module_utils._ibnetdiscover import parse, parse_file
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "fabric"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "lab", "fabric"))
 import ibnetgen  # noqa: E402
 
 SUPERPOD = os.path.join("ibnetdiscover", "superpod-h100-example.out")

@@ -7,7 +7,7 @@ import sys
 from ansible_collections.gpufleet.provision.plugins.module_utils import _fabric, _fabric_outputs as out
 from ansible_collections.gpufleet.provision.plugins.module_utils._ibnetdiscover import parse
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "fabric"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "lab", "fabric"))
 import ibnetgen  # noqa: E402
 
 LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")

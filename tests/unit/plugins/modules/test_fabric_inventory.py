@@ -9,7 +9,7 @@ import pytest
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 BUILD = os.path.join(REPO, ".build")
 MODULE = os.path.join(REPO, "plugins", "modules", "fabric_inventory.py")
-sys.path.insert(0, os.path.join(REPO, "tests", "fixtures", "fabric"))
+sys.path.insert(0, os.path.join(REPO, "lab", "fabric"))
 import ibnetgen  # noqa: E402
 
 
