@@ -468,7 +468,9 @@ def twin_config(spec):
 def seed_script(spec):
     """Shell run once in a new twin: the OS-side state of the inventory (packages, holds, GRUB, units)."""
     grub = spec.get("grub") or {}
-    lines = ["set -eu", "export DEBIAN_FRONTEND=noninteractive",
+    # Seeding overlaps the first boot, whose systemd-tmpfiles-setup empties /tmp ("D /tmp"): apt's
+    # /tmp/apt-dpkg-install-* vanished under dpkg now and then. /var/tmp is never emptied at boot.
+    lines = ["set -eu", "export DEBIAN_FRONTEND=noninteractive TMPDIR=/var/tmp",
              "apt-get update -qq -o Dpkg::Use-Pty=0"]
     if spec.get("packages"):
         lines.append("apt-get install -y -qq -o Dpkg::Use-Pty=0 --no-install-recommends --allow-downgrades "

@@ -62,6 +62,9 @@ class Lab:
         group["vars"]["gpufleet_bmc_ca_path"] = os.path.join(self.state, "bmc-certs", "ca.pem")
         self.group_vars = group["vars"]
         os.makedirs(self.inventory_dir, exist_ok=True)
+        # the lab's group_vars (BIOS settings, the lab profile, output folders) come along as they are
+        shutil.copytree(os.path.join(REPO, "inventories", "lab", "group_vars"), os.path.join(self.inventory_dir, "group_vars"),
+                        dirs_exist_ok=True)
         with open(os.path.join(self.inventory_dir, "hosts.yml"), "w") as handle:
             yaml.safe_dump(inv, handle, sort_keys=False)
 
@@ -80,6 +83,15 @@ class Lab:
         proc = subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=timeout, cwd=self.base)
         if check:
             assert proc.returncode == 0, "ansible-playbook failed:\n%s\n%s" % (proc.stdout[-4000:], proc.stderr[-2000:])
+        return proc
+
+    def run_playbook(self, name, extra=None, timeout=600):
+        """Run one of the collection's playbooks (playbooks/<name>) against the test lab."""
+        cmd = [os.path.join(VENV_BIN, "ansible-playbook"), "-i", self.inventory_dir, os.path.join(REPO, "playbooks", name)]
+        if extra:
+            cmd += ["-e", json.dumps(extra)]
+        proc = subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=timeout, cwd=self.base, check=False)
+        assert proc.returncode == 0, "%s failed:\n%s\n%s" % (name, proc.stdout[-6000:], proc.stderr[-2000:])
         return proc
 
     def facts(self, limit="all"):
