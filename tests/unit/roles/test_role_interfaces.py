@@ -57,5 +57,4 @@ def _walk(tasks):
     for task in tasks:
         yield task
         for key in ("block", "rescue", "always"):
-            for sub in _walk(task.get(key) or []):
-                yield sub
+            yield from _walk(task.get(key) or [])
