@@ -315,6 +315,20 @@ def client_from(params):
                          timeout=params["timeout"], retries=params["retries"], auth=params["auth"])
 
 
+def run_module(module, work):
+    """The body of every Redfish module: a client from the module's connection options, ``work(client)``
+    for the result, a logout whatever happens, and one fail_json naming the BMC and the cause."""
+    try:
+        client = client_from(module.params)
+        try:
+            result = work(client)
+        finally:
+            client.logout()
+    except RedfishError as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(**result)
+
+
 def reset_target(name, system):
     """(target URI, allowed ResetTypes or None) of ComputerSystem.Reset, from the system's Actions."""
     action = ((system.get("Actions") or {}).get("#ComputerSystem.Reset")) or {}

@@ -195,7 +195,7 @@ failures:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.provision.plugins.module_utils import _bios
-from ansible_collections.gpufleet.provision.plugins.module_utils._redfish import RedfishError, client_from, connection_spec
+from ansible_collections.gpufleet.provision.plugins.module_utils._redfish import connection_spec, run_module
 
 SETTINGS_SPEC = dict(
     snc=dict(type="str", choices=list(_bios.SNC_VALUES)),
@@ -278,15 +278,7 @@ def main():
     )
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True,
                            required_one_of=[("attributes", "settings")])
-    try:
-        client = client_from(module.params)
-        try:
-            result = run(module, client)
-        finally:
-            client.logout()
-    except RedfishError as exc:
-        module.fail_json(msg=str(exc))
-    module.exit_json(**result)
+    run_module(module, lambda client: run(module, client))
 
 
 if __name__ == "__main__":

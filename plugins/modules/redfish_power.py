@@ -96,7 +96,7 @@ seconds:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.provision.plugins.module_utils._redfish import (
-    RedfishError, client_from, connection_spec, power_cycle, reset_target)
+    connection_spec, power_cycle, reset_target, run_module)
 
 
 def main():
@@ -110,23 +110,18 @@ def main():
     )
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
     p = module.params
-    try:
-        client = client_from(p)
-        try:
-            path, system = client.find_system(p["system_id"])
-            reset_target(client.name, system)
-            if module.check_mode:
-                now = system.get("PowerState")
-                changed = p["state"] == "restarted" or (p["state"] == "on") != (now == "On")
-                result = dict(changed=changed, actions=[], power_state=now, seconds=0.0)
-            else:
-                result = power_cycle(client, path, system, p["state"], p["graceful"], p["force_after"],
-                                     p["wait_timeout"], p["poll_interval"])
-        finally:
-            client.logout()
-    except RedfishError as exc:
-        module.fail_json(msg=str(exc))
-    module.exit_json(**result)
+
+    def work(client):
+        path, system = client.find_system(p["system_id"])
+        reset_target(client.name, system)
+        if module.check_mode:
+            now = system.get("PowerState")
+            changed = p["state"] == "restarted" or (p["state"] == "on") != (now == "On")
+            return dict(changed=changed, actions=[], power_state=now, seconds=0.0)
+        return power_cycle(client, path, system, p["state"], p["graceful"], p["force_after"],
+                           p["wait_timeout"], p["poll_interval"])
+
+    run_module(module, work)
 
 
 if __name__ == "__main__":
