@@ -27,6 +27,7 @@ import re
 from collections import Counter, defaultdict
 
 from ansible_collections.gpufleet.provision.plugins.module_utils._ibnetdiscover import SPEED_GBPS
+from ansible_collections.gpufleet.provision.plugins.module_utils._parsers import natural_key
 
 SCHEMA_VERSION = 1
 
@@ -48,25 +49,12 @@ _SHARP_RE = re.compile(r"(?i)aggregation node")
 # "MF0;A09-P1-IBLEAF-04-04:MQM9701/U1": a managed switch names itself MF0;<name>:<model>/U<n>.
 _MANAGED_SWITCH_RE = re.compile(r"^MF0;([^:]+):([^/]*)(?:/.*)?$")
 _NAME_NUM_RE = re.compile(r"^(.*?)(\d+)$")
-_NATURAL_RE = re.compile(r"(\d+)")
 
 STATUS_BY_GATE = {"pass": "green", "fail": "quarantined"}
 
 
 class FabricError(Exception):
     """Bad input to the fabric model (wrong types in the plan, the nodes or the LLDP data)."""
-
-
-def natural_key(text):
-    """'gpu10' sorts after 'gpu9'. Cached: the same host and adapter names are sorted many times."""
-    key = _NATURAL_CACHE.get(text)
-    if key is None:
-        key = tuple(int(p) if p.isdigit() else p for p in _NATURAL_RE.split(text or ""))
-        _NATURAL_CACHE[text] = key
-    return key
-
-
-_NATURAL_CACHE = {}
 
 
 def normalize_guid(value):

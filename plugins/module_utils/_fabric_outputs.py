@@ -20,7 +20,7 @@ import json
 import os
 import re
 
-from ansible_collections.gpufleet.provision.plugins.module_utils._fabric import natural_key
+from ansible_collections.gpufleet.provision.plugins.module_utils._parsers import natural_key
 
 _TRAILING_NUM_RE = re.compile(r"^(.*?)(\d+)$")
 _LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")

@@ -268,11 +268,7 @@ def _nics(fs):
             "virtual_function": fs.exists(pci_base + "/physfn"),
             "ports": ports,
         })
-    return sorted(nics, key=lambda n: _natural(n["name"]))
-
-
-def _natural(name):
-    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
+    return sorted(nics, key=lambda n: P.natural_key(n["name"]))
 
 
 def _bridges(fs, devices):

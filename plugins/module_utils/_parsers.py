@@ -15,6 +15,20 @@ import re
 import shlex
 
 _RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
+_DIGITS = re.compile(r"(\d+)")
+_NATURAL_CACHE = {}
+
+
+def natural_key(text):
+    """Sort key in which 'mlx5_10' follows 'mlx5_9' and 'gpu10' follows 'gpu9'.
+
+    Cached: the fabric model sorts the same host and adapter names many times.
+    """
+    key = _NATURAL_CACHE.get(text)
+    if key is None:
+        key = tuple(int(p) if p.isdigit() else p for p in _DIGITS.split(text or ""))
+        _NATURAL_CACHE[text] = key
+    return key
 
 
 def parse_cpulist(text):

@@ -13,6 +13,8 @@ __metaclass__ = type
 import re
 import struct
 
+from ansible_collections.gpufleet.provision.plugins.module_utils._parsers import natural_key
+
 BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 HOST_BRIDGE = re.compile(r"^pci[0-9a-f]{4}:[0-9a-f]{2}$")
 
@@ -68,10 +70,6 @@ def affinity(a, b):
     return "PXB"
 
 
-def _natural_key(name):
-    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name or "")]
-
-
 def pair_gpus(gpus, nics):
     """One pair per GPU (PCI order): {gpu, nic, affinity, rail}. Returns (pairs, {nic name: rail}).
 
@@ -89,7 +87,7 @@ def pair_gpus(gpus, nics):
             aff = affinity(gpu, nic)
             depth = _common_depth(gpu, nic)
             rate = max([p.get("rate_gbps") or 0 for p in nic.get("ports") or []] or [0])
-            key = (AFFINITY_ORDER.index(aff), nic["name"] in nic_rail, -rate, -depth, _natural_key(nic["name"]))
+            key = (AFFINITY_ORDER.index(aff), nic["name"] in nic_rail, -rate, -depth, natural_key(nic["name"]))
             if best is None or key < best[0]:
                 best = (key, nic, aff)
         if best is None:

@@ -90,6 +90,11 @@ def test_colon_fields_and_ids():
     assert P.parse_link_width("x16") == 16
 
 
+def test_natural_key_orders_numbers_as_numbers():
+    names = ["mlx5_10", "mlx5_2", "mlx5_ib1", "mlx5_an0", "gpu10", "gpu9", ""]
+    assert sorted(names, key=P.natural_key) == ["", "gpu9", "gpu10", "mlx5_2", "mlx5_10", "mlx5_an0", "mlx5_ib1"]
+
+
 PARSERS = [P.parse_cpulist, P.parse_int, P.parse_node_meminfo, P.parse_meminfo, P.parse_distance,
            P.parse_cpuinfo, P.parse_ib_state, P.parse_ib_rate, P.parse_bracketed, P.parse_cmdline,
            P.parse_os_release, P.parse_mounts, P.parse_nvidia_proc_version, P.parse_version,
