@@ -26,7 +26,7 @@ import gc
 import re
 from collections import Counter, defaultdict
 
-from ansible_collections.gpufleet.provision.plugins.module_utils._ibnetdiscover import SPEED_GBPS
+from ansible_collections.gpufleet.provision.plugins.module_utils._ibnetdiscover import SPEED_GBPS, normalize_guid
 from ansible_collections.gpufleet.provision.plugins.module_utils._parsers import natural_key
 
 SCHEMA_VERSION = 1
@@ -55,16 +55,6 @@ STATUS_BY_GATE = {"pass": "green", "fail": "quarantined"}
 
 class FabricError(Exception):
     """Bad input to the fabric model (wrong types in the plan, the nodes or the LLDP data)."""
-
-
-def normalize_guid(value):
-    """'a088:c203:0012:3456' / '0xa088c20300123456' -> 'a088c20300123456'."""
-    if value is None:
-        return None
-    text = str(value).lower().replace(":", "")
-    if text.startswith("0x"):
-        text = text[2:]
-    return text.rjust(16, "0")
 
 
 def link_gbps(width, speed):

@@ -59,8 +59,17 @@ class IbnetdiscoverParseError(Exception):
     """Raised only for input that is not text at all (the caller gives a path or a str)."""
 
 
-def _guid(text):
-    return text.lower().rjust(16, "0")
+def normalize_guid(value):
+    """'a088:c203:0012:3456' (sysfs node_guid) / '0xa088c20300123456' / 'A088C2030012345' -> 16 hex digits.
+
+    The one form in which capture GUIDs and node-facts GUIDs are compared.
+    """
+    if value is None:
+        return None
+    text = str(value).lower().replace(":", "")
+    if text.startswith("0x"):
+        text = text[2:]
+    return text.rjust(16, "0")
 
 
 def parse(text, source="<text>"):
@@ -126,7 +135,7 @@ def _parse(text, source):
                 continue
             counts["port"] += 1
             port = int(m.group(1))
-            peer = _guid(m.group(4))
+            peer = normalize_guid(m.group(4))
             peer_port = int(m.group(5))
             if current["kind"] == "switch":
                 tail = m.group(8) or ""
@@ -178,7 +187,7 @@ def _parse(text, source):
         if nm:
             counts["node"] += 1
             kind = KIND_BY_WORD[nm.group(1)]
-            guid = _guid(nm.group(4))
+            guid = normalize_guid(nm.group(4))
             if KIND_BY_PREFIX[nm.group(3)] != kind:
                 warn(lineno, "%s line with a %s- id %s" % (nm.group(1), nm.group(3), guid))
             desc = nm.group(5)
@@ -199,7 +208,7 @@ def _parse(text, source):
                 "guid": guid, "kind": kind, "nports": int(nm.group(2)), "desc": desc, "lid": lid,
                 "line": lineno, "source": source,
                 "vendid": header.get("vendid"), "devid": header.get("devid"),
-                "sysimgguid": _guid(header["sysimgguid"][2:]) if header.get("sysimgguid", "").startswith("0x") else None,
+                "sysimgguid": normalize_guid(header["sysimgguid"]) if header.get("sysimgguid", "").startswith("0x") else None,
                 "_seen_ports": set(),
             }
             nodes[guid] = current
