@@ -53,7 +53,7 @@ def collect(root="/"):
         for key in ("model", "driver", "link", "class", "vendor_id"):
             sw.pop(key, None)
     facts["nics"] = _nics(fs)
-    _add_gpu_models(fs, facts["gpus"])
+    gpu_info = _add_gpu_models(fs, facts["gpus"])
     pairs, nic_rail = _pcie.pair_gpus(facts["gpus"], [n for n in facts["nics"] if not n["virtual_function"]])
     for nic in facts["nics"]:
         nic["rail"] = nic_rail.get(nic["name"])
@@ -61,7 +61,7 @@ def collect(root="/"):
     facts["pairs"] = pairs
     facts["pcie"] = {"bridges": _bridges(fs, facts["gpus"] + facts["nics"])}
     facts["kernel"] = _kernel(fs, facts["cpu"]["online"] or [])
-    facts["nvidia"] = _nvidia(fs, facts["gpus"], facts["nvswitches"])
+    facts["nvidia"] = _nvidia(fs, facts["gpus"], facts["nvswitches"], gpu_info)
     facts["nvme"] = _nvme(fs)
     facts["os"] = fs.parse("etc/os-release", P.parse_os_release)
     facts["mounts"] = _mounts(fs)
@@ -216,9 +216,14 @@ def _pci_devices(fs):
 
 
 def _add_gpu_models(fs, gpus):
+    """Model of each GPU: the driver's own "Model:" line, else the device-id table. Returns the
+    driver's information per GPU (read once, reported again under nvidia.gpus)."""
+    infos = {}
     for gpu in gpus:
         info = fs.parse("proc/driver/nvidia/gpus/%s/information" % gpu["pci"], P.parse_colon_fields, optional=True)
+        infos[gpu["pci"]] = info
         gpu["model"] = (info or {}).get("Model") or GPU_MODELS.get(gpu["device_id"])
+    return infos
 
 
 def _nics(fs):
@@ -317,14 +322,13 @@ def _kernel(fs, online):
     }
 
 
-def _nvidia(fs, gpus, nvswitches):
+def _nvidia(fs, gpus, nvswitches, gpu_info):
     loaded = fs.isdir("sys/module/nvidia")
     module_version = fs.parse("sys/module/nvidia/version", P.parse_version, optional=not loaded)
     proc_version = fs.parse("proc/driver/nvidia/version", P.parse_nvidia_proc_version, optional=not loaded)
     per_gpu = []
     for gpu in gpus:
-        info = fs.parse("proc/driver/nvidia/gpus/%s/information" % gpu["pci"], P.parse_colon_fields, optional=True)
-        per_gpu.append({"pci": gpu["pci"], "model": gpu["model"], "information": info})
+        per_gpu.append({"pci": gpu["pci"], "model": gpu["model"], "information": gpu_info.get(gpu["pci"])})
     proc_switches = fs.listdir("proc/driver/nvidia-nvswitch/devices")
     count = len(proc_switches) if proc_switches else len(nvswitches)
     return {
