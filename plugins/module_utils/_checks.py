@@ -23,7 +23,7 @@ import fnmatch
 import re
 import shlex
 
-from ansible_collections.gpufleet.provision.plugins.module_utils import _profile
+from ansible_collections.gpufleet.provision.plugins.module_utils import _pcie, _profile
 
 
 class Skip(Exception):
@@ -877,23 +877,6 @@ def _ib_ports(ctx):
 _ACS_VIRT = ("SrcValid", "ReqRedir", "CmpltRedir", "UpstreamFwd", "DirectTrans")
 
 
-def path_between(a, b):
-    """Bridges between two devices: each side below the deepest common bridge, plus that bridge
-    (the switch that routes their peer traffic). No common bridge: both paths in full."""
-    pa, pb = a.get("pcie_path") or [], b.get("pcie_path") or []
-    common = 0
-    if a.get("host_bridge") == b.get("host_bridge"):
-        for x, y in zip(pa, pb):
-            if x != y:
-                break
-            common += 1
-    out = []
-    for bdf in (pa[common - 1:] if common else pa) + pb[common:]:
-        if bdf not in out:
-            out.append(bdf)
-    return out
-
-
 @check("pcie.acs", "ACS redirecting GPU-NIC peer traffic through the root complex: GPUDirect RDMA bandwidth collapses, no error",
        "BIOS: PCIe ACS control per host mode (bare metal: disabled; role gpufleet.provision.bios), or "
        "setpci on the switch ports at boot; virtualization: ACS with DirectTrans+ and ATS on the NIC")
@@ -908,7 +891,7 @@ def _acs(ctx):
         raise Skip("no data: no GPU-NIC pair")
     failures, observed, checked = [], {}, []
     for pair in pairs:
-        for bdf in path_between(gpus[pair["gpu"]], nics[pair["nic"]]):
+        for bdf in _pcie.path_between(gpus[pair["gpu"]], nics[pair["nic"]]):
             if bdf in checked:
                 continue
             checked.append(bdf)

@@ -99,6 +99,18 @@ def pair_gpus(gpus, nics):
     return pairs, nic_rail
 
 
+def path_between(a, b):
+    """Bridges between two devices: each side below the deepest common bridge, plus that bridge
+    (the switch that routes their peer traffic). No common bridge: both paths in full."""
+    pa, pb = a.get("pcie_path") or [], b.get("pcie_path") or []
+    common = _common_depth(a, b)
+    out = []
+    for bdf in (pa[common - 1:] if common else pa) + pb[common:]:
+        if bdf not in out:
+            out.append(bdf)
+    return out
+
+
 def _common_depth(a, b):
     if a.get("host_bridge") != b.get("host_bridge"):
         return 0

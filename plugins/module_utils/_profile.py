@@ -18,12 +18,11 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.gpufleet.provision.plugins.module_utils._pcie import AFFINITY_ORDER
+
 
 class ProfileError(ValueError):
     """The profile is not valid; the message names the key and the cause."""
-
-
-AFFINITIES = ["PIX", "PXB", "PHB", "NODE", "SYS"]
 
 
 def _opt(type_, **kw):
@@ -83,7 +82,7 @@ SCHEMA = {
     }),
     "nic": _opt("dict", options={
         "rails": _opt("int"),
-        "affinity": _opt("list", elements="str", choices=AFFINITIES),
+        "affinity": _opt("list", elements="str", choices=list(AFFINITY_ORDER)),
         "ats": _opt("bool"),
     }),
     "ib": _opt("dict", options={

@@ -94,3 +94,12 @@ def test_acs_absent_and_loops_and_short_config():
     assert _pcie.parse_acs(looping) == {"present": False, "ctl": None}
     with pytest.raises(ValueError, match="needs root"):
         _pcie.parse_acs(bytes(256))
+
+
+def test_path_between_is_the_switch_and_its_ports():
+    gpu = dev("pci0000:15", ["0000:15:01.0", "0000:16:00.0", "0000:17:00.0"])
+    nic = dev("pci0000:15", ["0000:15:01.0", "0000:16:00.0", "0000:17:01.0"])
+    # the switch's upstream port routes the peer traffic, each downstream port carries one side
+    assert _pcie.path_between(gpu, nic) == ["0000:16:00.0", "0000:17:00.0", "0000:17:01.0"]
+    other = dev("pci0000:26", ["0000:26:01.0", "0000:27:00.0"])
+    assert _pcie.path_between(gpu, other) == ["0000:15:01.0", "0000:16:00.0", "0000:17:00.0", "0000:26:01.0", "0000:27:00.0"]
