@@ -1,5 +1,6 @@
 """A private lab for the lab's own tests: the default inventory's 4 twins and 4 BMCs, with ports
-shifted by +100, containers named gpufleet-labtest-*, state in a temporary folder, so a developer's
+shifted by +100, containers named gpufleet-labtest-* (both overridable: GPUFLEET_LABTEST_SHIFT,
+GPUFLEET_LABTEST_PREFIX), state in a temporary folder, so a developer's
 running lab (and its dirty state) is never touched. Brought up once per session, torn down at the end.
 """
 import json
@@ -18,8 +19,9 @@ import yaml
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 LAB_SH = os.path.join(REPO, "lab", "lab.sh")
 VENV_BIN = os.path.join(REPO, ".venv", "bin")
-PORT_SHIFT = 100
-PREFIX = "gpufleet-labtest-"
+# Several checkouts (worktrees) may run their test labs side by side: each sets its own shift and prefix.
+PORT_SHIFT = int(os.environ.get("GPUFLEET_LABTEST_SHIFT", "100"))
+PREFIX = os.environ.get("GPUFLEET_LABTEST_PREFIX", "gpufleet-labtest-")
 
 
 def _missing_tools():
