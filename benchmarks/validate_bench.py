@@ -26,7 +26,8 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path[:0] = [os.path.join(REPO, ".build"), REPO]
 
 from lab.hw import ttar  # noqa: E402
-from ansible_collections.gpufleet.provision.plugins.module_utils import _checks, _profile  # noqa: E402
+from ansible_collections.gpufleet.provision.plugins.module_utils import _profile  # noqa: E402
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate import gate  # noqa: E402
 from ansible_collections.gpufleet.provision.plugins.module_utils._facts import collect  # noqa: E402
 from ansible_collections.gpufleet.provision.plugins.module_utils._fs import Root  # noqa: E402
 from ansible_collections.gpufleet.provision.plugins.modules import validate_node  # noqa: E402
@@ -46,9 +47,9 @@ def in_process(root, profile, repeat):
         t0 = time.perf_counter()
         facts = collect(root)[0]
         t1 = time.perf_counter()
-        prof = _profile.validate(copy.deepcopy(profile), _checks.CHECK_IDS)
-        inputs = _checks.Inputs(facts, prof, grub=_checks.read_grub_sources(Root(root)))
-        _checks.evaluate(inputs, node="bench")
+        prof = _profile.validate(copy.deepcopy(profile), gate.CHECK_IDS)
+        inputs = gate.Inputs(facts, prof, grub=gate.read_grub_sources(Root(root)))
+        gate.evaluate(inputs, node="bench")
         t2 = time.perf_counter()
         collect_ms.append((t1 - t0) * 1000)
         checks_ms.append((t2 - t1) * 1000)
@@ -105,7 +106,7 @@ def main():
         c_ms, k_ms, t_ms = in_process(root, profile, args.repeat)
         print("in-process on hgx-h100-ref (median of %d runs):" % args.repeat)
         print("  collect facts          %7.1f ms" % c_ms)
-        print("  profile + GRUB + %d checks %5.1f ms" % (len(_checks.CHECK_IDS), k_ms))
+        print("  profile + GRUB + %d checks %5.1f ms" % (len(gate.CHECK_IDS), k_ms))
         print("  validate_node.run()    %7.1f ms  (incl. JUnit/Prometheus rendering; target < 100 ms: %s)"
               % (t_ms, "met" if t_ms < 100 else "MISSED"))
         print("  checks / collection    %7.2f x" % (k_ms / c_ms))

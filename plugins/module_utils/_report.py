@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Render a validation report (module_utils._checks.evaluate) for CI/AWX and for Prometheus.
+"""Render a validation report (module_utils._gate.gate.evaluate) for CI/AWX and for Prometheus.
 
 - JUnit XML: one testsuite per node, one testcase per check id (failure / error / skipped elements).
 - Prometheus textfile collector: ``gpufleet_check{node,check}`` 1 (pass) / 0 (fail or error);

@@ -160,7 +160,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.provision.plugins.module_utils import _checks
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate import gate
 from ansible_collections.gpufleet.provision.plugins.module_utils import _profile
 from ansible_collections.gpufleet.provision.plugins.module_utils import _report
 from ansible_collections.gpufleet.provision.plugins.module_utils._facts import collect
@@ -205,17 +205,17 @@ def split_outputs(outputs, errors):
 
 def run(params):
     """Validate the profile, collect facts, evaluate. Returns the module result (raises ProfileError)."""
-    profile = _profile.validate(params["profile"], _checks.CHECK_IDS)
+    profile = _profile.validate(params["profile"], gate.CHECK_IDS)
     root = params["root"] or "/"
     if not os.path.isdir(root):
         raise _profile.ProfileError("root %s: not a directory" % root)
     facts, warnings = collect(root)
     fs = Root(root)
     outputs, causes = split_outputs(params.get("outputs"), params.get("output_errors"))
-    inputs = _checks.Inputs(facts, profile, packages=params.get("packages"), services=params.get("services"),
-                            outputs=outputs, output_errors=causes,
-                            grub=_checks.read_grub_sources(fs))
-    report = _checks.evaluate(inputs, node=_node_name(fs, params.get("node")))
+    inputs = gate.Inputs(facts, profile, packages=params.get("packages"), services=params.get("services"),
+                         outputs=outputs, output_errors=causes,
+                         grub=gate.read_grub_sources(fs))
+    report = gate.evaluate(inputs, node=_node_name(fs, params.get("node")))
     return {
         "changed": False,
         "report": report,

@@ -10,7 +10,7 @@ import struct
 import pytest
 import yaml
 
-from ansible_collections.gpufleet.provision.plugins.module_utils import _checks
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate import gate
 from ansible_collections.gpufleet.provision.plugins.module_utils import _profile
 from ansible_collections.gpufleet.provision.plugins.module_utils._facts import collect
 from ansible_collections.gpufleet.provision.plugins.module_utils._fs import Root
@@ -168,13 +168,13 @@ class Node:
 
     # -- evaluation
     def inputs(self):
-        prof = _profile.validate(copy.deepcopy(self.profile), _checks.CHECK_IDS)
+        prof = _profile.validate(copy.deepcopy(self.profile), gate.CHECK_IDS)
         facts = collect(self.root)[0]
-        return _checks.Inputs(facts, prof, packages=self.packages, services=self.services, outputs=self.outputs,
-                              grub=_checks.read_grub_sources(Root(self.root)))
+        return gate.Inputs(facts, prof, packages=self.packages, services=self.services, outputs=self.outputs,
+                           grub=gate.read_grub_sources(Root(self.root)))
 
     def report(self):
-        return _checks.evaluate(self.inputs(), node="gpu001")
+        return gate.evaluate(self.inputs(), node="gpu001")
 
     def statuses(self):
         return dict((c["id"], c["status"]) for c in self.report()["checks"])

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from ansible_collections.gpufleet.provision.plugins.module_utils import _checks
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate import gate
 
 
 def _cpuinfo_without_vmx(node):
@@ -108,7 +108,7 @@ FAULTS = [
 
 
 def test_catalog_has_a_fault_for_every_check_id():
-    assert set(f[0] for f in FAULTS) == set(_checks.CHECK_IDS)
+    assert set(f[0] for f in FAULTS) == set(gate.CHECK_IDS)
 
 
 def test_reference_tree_passes_every_check(tree):

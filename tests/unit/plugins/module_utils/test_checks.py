@@ -10,8 +10,15 @@ import copy
 
 import pytest
 
-from ansible_collections.gpufleet.provision.plugins.module_utils import _checks
 from ansible_collections.gpufleet.provision.plugins.module_utils import _profile
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate import cmdline
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate import gate
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate.checks import gpu as gpu_domain
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate.parsers import bandwidth
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate.parsers import nccl
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate.parsers import nvidia_smi
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate.parsers import ofed
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate.parsers import packages as pkgparse
 
 ACS_OFF = dict((k, False) for k in ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans"))
 
@@ -156,21 +163,21 @@ def sample_inputs(facts=None, profile=None):
     for nic in facts["nics"]:
         outputs["mlxconfig_%s" % nic["pci"]] = mlxconfig(nic["pci"])
     grub = {"sources": [("etc/default/grub", GRUB)], "problems": []}
-    prof = _profile.validate(copy.deepcopy(profile or PROFILE), _checks.CHECK_IDS)
-    return _checks.Inputs(facts, prof, packages=packages, services=services, outputs=outputs, grub=grub)
+    prof = _profile.validate(copy.deepcopy(profile or PROFILE), gate.CHECK_IDS)
+    return gate.Inputs(facts, prof, packages=packages, services=services, outputs=outputs, grub=grub)
 
 
 def statuses(report):
     return dict((c["id"], c["status"]) for c in report["checks"])
 
 
-GOOD = statuses(_checks.evaluate(sample_inputs()))
+GOOD = statuses(gate.evaluate(sample_inputs()))
 
 
 def test_good_sample_node_is_green_and_every_check_has_an_outcome():
-    report = _checks.evaluate(sample_inputs(), node="n1")
+    report = gate.evaluate(sample_inputs(), node="n1")
     assert report["status"] == "pass", [(c["id"], c["reason"]) for c in report["checks"] if c["status"] != "pass"]
-    assert [c["id"] for c in report["checks"]] == list(_checks.CHECK_IDS)
+    assert [c["id"] for c in report["checks"]] == list(gate.CHECK_IDS)
     # nic.ats is only asked for in virtualization mode; every other check has data and passes.
     assert set(k for k, v in GOOD.items() if v != "pass") == {"nic.ats"}
 
@@ -271,14 +278,14 @@ FAULTS = [
 def test_fault_catalog_covers_every_check_that_can_fail_here():
     # numa.layout and gpu.count need a different shape: see test_shape_faults below.
     covered = set(f[0] for f in FAULTS) | {"numa.layout", "gpu.count", "nic.ats"}
-    assert covered == set(_checks.CHECK_IDS)
+    assert covered == set(gate.CHECK_IDS)
 
 
 @pytest.mark.parametrize("check_id,inject", FAULTS, ids=["%s-%d" % (f[0], i) for i, f in enumerate(FAULTS)])
 def test_one_fault_turns_exactly_its_check_red(check_id, inject):
     ctx = sample_inputs()
     inject(ctx)
-    got = statuses(_checks.evaluate(ctx))
+    got = statuses(gate.evaluate(ctx))
     changed = dict((k, v) for k, v in got.items() if v != GOOD[k])
     assert changed == {check_id: "fail"}, changed
 
@@ -288,31 +295,31 @@ def test_shape_faults_snc_off_and_missing_gpu():
     nodes = ctx.facts["numa"]["nodes"]
     ctx.facts["numa"]["nodes"] = [{"id": 0, "cpus": sum((n["cpus"] for n in nodes[:4]), []), "hugepages": {"1048576": 16}},
                                   {"id": 1, "cpus": sum((n["cpus"] for n in nodes[4:]), []), "hugepages": {"1048576": 16}}]
-    report = _checks.evaluate(ctx)
+    report = gate.evaluate(ctx)
     assert statuses(report)["numa.layout"] == "fail"
     assert "2 NUMA nodes, expected 8" in next(c for c in report["checks"] if c["id"] == "numa.layout")["reason"]
 
     ctx = sample_inputs()
     ctx.facts["gpus"] = ctx.facts["gpus"][:7]
-    assert statuses(_checks.evaluate(ctx))["gpu.count"] == "fail"
+    assert statuses(gate.evaluate(ctx))["gpu.count"] == "fail"
 
 
 def test_virtualization_mode_wants_acs_with_direct_translation_and_ats():
     profile = dict(PROFILE, host_mode="virtualization")
     ctx = sample_inputs(profile=profile)
-    report = statuses(_checks.evaluate(ctx))
+    report = statuses(gate.evaluate(ctx))
     assert report["pcie.acs"] == "fail"        # ACS all off: no isolation
     assert report["nic.ats"] == "pass"         # ATS on in every mlxconfig output
     for bridge in ctx.facts["pcie"]["bridges"].values():
         if bridge["acs"]["present"]:
             bridge["acs"]["ctl"].update(SrcValid=True, ReqRedir=True, CmpltRedir=True, UpstreamFwd=True)
-    assert statuses(_checks.evaluate(ctx))["pcie.acs"] == "fail"   # ReqRedir+ without DirectTrans+
+    assert statuses(gate.evaluate(ctx))["pcie.acs"] == "fail"   # ReqRedir+ without DirectTrans+
     for bridge in ctx.facts["pcie"]["bridges"].values():
         if bridge["acs"]["present"]:
             bridge["acs"]["ctl"]["DirectTrans"] = True
-    assert statuses(_checks.evaluate(ctx))["pcie.acs"] == "pass"
+    assert statuses(gate.evaluate(ctx))["pcie.acs"] == "pass"
     ctx.outputs["mlxconfig_0000:59:00.0"] = mlxconfig("0000:59:00.0", "False(0)")
-    assert statuses(_checks.evaluate(ctx))["nic.ats"] == "fail"
+    assert statuses(gate.evaluate(ctx))["nic.ats"] == "fail"
 
 
 def test_unreadable_input_is_an_error_naming_the_path():
@@ -320,7 +327,7 @@ def test_unreadable_input_is_an_error_naming_the_path():
     ctx.facts["kernel"]["thp"]["enabled"] = None
     ctx.problems.append({"path": "sys/kernel/mm/transparent_hugepage/enabled", "kind": "invalid",
                          "detail": "cannot parse 'alw': no [selected] choice"})
-    check = next(c for c in _checks.evaluate(ctx)["checks"] if c["id"] == "memory.thp")
+    check = next(c for c in gate.evaluate(ctx)["checks"] if c["id"] == "memory.thp")
     assert check["status"] == "error"
     assert "sys/kernel/mm/transparent_hugepage/enabled" in check["reason"]
 
@@ -330,7 +337,7 @@ def test_truncated_bridge_config_is_an_error_for_pcie_acs_only():
     ctx.facts["pcie"]["bridges"]["0000:27:00.0"]["acs"] = None
     ctx.problems.append({"path": "sys/bus/pci/devices/0000:27:00.0/config", "kind": "unreadable",
                          "detail": "config space has 64 bytes: no PCIe extended capabilities"})
-    got = statuses(_checks.evaluate(ctx))
+    got = statuses(gate.evaluate(ctx))
     assert got["pcie.acs"] == "error"
     assert dict((k, v) for k, v in got.items() if v != GOOD[k]) == {"pcie.acs": "error"}
 
@@ -339,13 +346,13 @@ def test_missing_input_is_skip_no_data_and_required_skip_fails():
     ctx = sample_inputs()
     ctx.facts["kernel"]["thp"]["enabled"] = None
     ctx.problems.append({"path": "sys/kernel/mm/transparent_hugepage/enabled", "kind": "missing", "detail": "file not found"})
-    check = next(c for c in _checks.evaluate(ctx)["checks"] if c["id"] == "memory.thp")
+    check = next(c for c in gate.evaluate(ctx)["checks"] if c["id"] == "memory.thp")
     assert check["status"] == "skip" and check["reason"].startswith("no data")
 
     ctx = sample_inputs()
     del ctx.outputs["nvidia_smi_q"]
     ctx.output_errors["nvidia_smi_q"] = "nvidia-smi: command not found"
-    check = next(c for c in _checks.evaluate(ctx)["checks"] if c["id"] == "nvidia.fabricmanager")
+    check = next(c for c in gate.evaluate(ctx)["checks"] if c["id"] == "nvidia.fabricmanager")
     assert check["status"] == "fail"      # required by the profile: a skip counts as fail
     assert "no data" in check["reason"] and "command not found" in check["reason"]
 
@@ -353,7 +360,7 @@ def test_missing_input_is_skip_no_data_and_required_skip_fails():
 def test_probes_off_by_default_are_skipped_not_passed():
     profile = copy.deepcopy(PROFILE)
     del profile["probes"]
-    report = _checks.evaluate(sample_inputs(profile=profile))
+    report = gate.evaluate(sample_inputs(profile=profile))
     assert statuses(report)["transport.nccl"] == "skip"
     assert statuses(report)["gpu.h2d_bandwidth"] == "skip"
     assert report["status"] == "pass"
@@ -362,7 +369,7 @@ def test_probes_off_by_default_are_skipped_not_passed():
 def test_a_crashing_check_becomes_an_error_not_a_traceback():
     ctx = sample_inputs()
     ctx.facts["gpus"][0]["link"] = "garbage"   # not the documented shape
-    check = next(c for c in _checks.evaluate(ctx)["checks"] if c["id"] == "gpu.pcie_link")
+    check = next(c for c in gate.evaluate(ctx)["checks"] if c["id"] == "gpu.pcie_link")
     assert check["status"] == "error" and "internal error" in check["reason"]
 
 
@@ -390,7 +397,7 @@ def _tokens(raw, origin="proc/cmdline"):
     ("iommu=pt iommu=pt", "iommu given 2 times"),
 ])
 def test_cmdline_rules(raw, problem):
-    problems, pools = _checks.analyse_cmdline(_tokens(raw), allow_repeated=["console"])
+    problems, pools = cmdline.analyse_cmdline(_tokens(raw), allow_repeated=["console"])
     if problem is None:
         assert problems == []
         assert raw.count("hugepages=") == len(pools)
@@ -402,41 +409,41 @@ def test_grub_tokens_follow_variable_expansion_and_name_the_source():
     sources = [("etc/default/grub", 'GRUB_CMDLINE_LINUX="iommu=pt hugepagesz=1G hugepages=16"\n# GRUB_CMDLINE_LINUX="x"\n'),
                ("etc/default/grub.d/50-cloudimg-settings.cfg",
                 "GRUB_CMDLINE_LINUX_DEFAULT='console=ttyS0'\nexport GRUB_CMDLINE_LINUX=\"${GRUB_CMDLINE_LINUX} hugepages=32\"\n")]
-    tokens = _checks.grub_tokens(sources)
+    tokens = cmdline.grub_tokens(sources)
     assert [t[0] for t in tokens] == ["iommu", "hugepagesz", "hugepages", "hugepages", "console"]
-    problems = _checks.analyse_cmdline(tokens)[0]
+    problems = cmdline.analyse_cmdline(tokens)[0]
     assert len(problems) == 1 and "50-cloudimg-settings.cfg:2" in problems[0]
     with pytest.raises(ValueError, match="etc/default/grub line 1"):
-        _checks.grub_tokens([("etc/default/grub", 'GRUB_CMDLINE_LINUX="iommu=pt\n')])
+        cmdline.grub_tokens([("etc/default/grub", 'GRUB_CMDLINE_LINUX="iommu=pt\n')])
 
 
 def test_parsers_on_captured_output_shapes():
-    assert _checks.parse_ofed_info("MLNX_OFED_LINUX-23.10-1.1.9.0:\n") == "23.10-1.1.9.0"
-    assert _checks.parse_ofed_info("OFED-internal-24.10-1.1.4:\n") == "24.10-1.1.4"
-    assert _checks.parse_vermagic("filename: /x.ko\nvermagic:       6.8.0-45-generic SMP mod_unload\n") == "6.8.0-45-generic"
-    assert _checks.parse_mlxconfig(mlxconfig("0000:19:00.0", "False(0)"), "ATS_ENABLED") is False
+    assert ofed.parse_ofed_info("MLNX_OFED_LINUX-23.10-1.1.9.0:\n") == "23.10-1.1.9.0"
+    assert ofed.parse_ofed_info("OFED-internal-24.10-1.1.4:\n") == "24.10-1.1.4"
+    assert ofed.parse_vermagic("filename: /x.ko\nvermagic:       6.8.0-45-generic SMP mod_unload\n") == "6.8.0-45-generic"
+    assert ofed.parse_mlxconfig(mlxconfig("0000:19:00.0", "False(0)"), "ATS_ENABLED") is False
     with pytest.raises(ValueError):
-        _checks.parse_mlxconfig("-E- Failed to open device\n", "ATS_ENABLED")
-    assert _checks.parse_nccl_debug(NCCL_IB) == {"transports": {"IB"}, "hcas": ["mlx5_%d" % i for i in range(8)]}
-    assert _checks.parse_nccl_debug(NCCL_SOCKET)["transports"] == {"Socket"}
-    assert _checks.parse_h2d("GPU 0: 48.9 GB/s\nGPU 0: 49.1 GB/s\nGPU 1: 29.0 GB/s\n") == {"0": [48.9, 49.1], "1": [29.0]}
-    assert _checks.parse_h2d(H2D)["7"] == [48.92]
-    link = _checks.parse_gpu_link(nvidia_smi_q(sample_facts(), host_max=4))
+        ofed.parse_mlxconfig("-E- Failed to open device\n", "ATS_ENABLED")
+    assert nccl.parse_nccl_debug(NCCL_IB) == {"transports": {"IB"}, "hcas": ["mlx5_%d" % i for i in range(8)]}
+    assert nccl.parse_nccl_debug(NCCL_SOCKET)["transports"] == {"Socket"}
+    assert bandwidth.parse_h2d("GPU 0: 48.9 GB/s\nGPU 0: 49.1 GB/s\nGPU 1: 29.0 GB/s\n") == {"0": [48.9, 49.1], "1": [29.0]}
+    assert bandwidth.parse_h2d(H2D)["7"] == [48.92]
+    link = nvidia_smi.parse_gpu_link(nvidia_smi_q(sample_facts(), host_max=4))
     assert link["00000000:18:00.0"] == {"gen_max": 4, "gen_current": 1, "width_max": 16, "width_current": 16}
-    fabric = _checks.parse_fabric_state(nvidia_smi_q(sample_facts(), "In Progress"))
+    fabric = nvidia_smi.parse_fabric_state(nvidia_smi_q(sample_facts(), "In Progress"))
     assert len(fabric) == 8 and set(s["State"] for s in fabric.values()) == {"In Progress"}
-    assert _checks.upstream_version("1:550.90.07-0ubuntu0.22.04.1") == "550.90.07"
-    assert _checks.version_key("28.39.1002") > _checks.version_key("28.9.9999")
+    assert pkgparse.upstream_version("1:550.90.07-0ubuntu0.22.04.1") == "550.90.07"
+    assert pkgparse.version_key("28.39.1002") > pkgparse.version_key("28.9.9999")
 
 
 def test_fabric_state_unknown_without_fabric_block_is_no_data_not_a_pass():
     ctx = sample_inputs()
     ctx.outputs["nvidia_smi_q"] = "==============NVSMI LOG==============\nDriver Version : 550.90.07\nGPU 00000000:18:00.0\n"
-    check = next(c for c in _checks.evaluate(ctx)["checks"] if c["id"] == "nvidia.fabricmanager")
+    check = next(c for c in gate.evaluate(ctx)["checks"] if c["id"] == "nvidia.fabricmanager")
     assert check["status"] == "fail"    # required by the sample profile
     assert check["reason"] == "required by profile, but no data: nvidia-smi -q shows no Fabric block"
     ctx.profile["require"].remove("nvidia.fabricmanager")
-    check = next(c for c in _checks.evaluate(ctx)["checks"] if c["id"] == "nvidia.fabricmanager")
+    check = next(c for c in gate.evaluate(ctx)["checks"] if c["id"] == "nvidia.fabricmanager")
     assert check["status"] == "skip"
 
 
@@ -444,7 +451,7 @@ def test_fabric_manager_package_names_across_sources():
     pkgs = {"nvidia-fabricmanager-550": [{"version": "550.90.07-1"}], "nvidia-fabricmanager": [{"version": "580.65.06-1"}],
             "nvidia-fabric-manager": [{"version": "550.90.07", "release": "1.el9"}], "cuda-drivers-fabricmanager-550": [{"version": "1"}],
             "nvidia-fabricmanager-dev-550": [{"version": "550.90.07-1"}]}
-    assert [n for n, _v in _checks._fm_packages(pkgs)] == ["nvidia-fabric-manager", "nvidia-fabricmanager", "nvidia-fabricmanager-550"]
+    assert [n for n, _v in gpu_domain._fm_packages(pkgs)] == ["nvidia-fabric-manager", "nvidia-fabricmanager", "nvidia-fabricmanager-550"]
 
 
 def test_docs_have_one_line_per_check_id_and_the_profile_doc_every_key():
@@ -453,7 +460,7 @@ def test_docs_have_one_line_per_check_id_and_the_profile_doc_every_key():
     docs = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "docs")
     with open(os.path.join(docs, "checks.md")) as handle:
         rows = re.findall(r"^\| `([a-z0-9_.]+)`", handle.read(), re.M)
-    assert rows == list(_checks.CHECK_IDS)
+    assert rows == list(gate.CHECK_IDS)
     with open(os.path.join(docs, "profile.md")) as handle:
         text = handle.read()
 
@@ -471,8 +478,8 @@ def test_held_packages_on_the_rhel_family_come_from_dnf_versionlock():
     del ctx.outputs["apt_mark_showhold"]
     ctx.outputs["dnf_versionlock"] = ("Last metadata expiration check: 0:12:01 ago on Sun 29 Nov 2026 08:00:00 AM UTC.\n"
                                       "nvidia-driver-550-server-3:550.90.07-1.el9.*\nnvidia-fabricmanager-550-550.90.07-1.*\n")
-    assert _checks.parse_versionlock(ctx.outputs["dnf_versionlock"]) == {"nvidia-driver-550-server", "nvidia-fabricmanager-550"}
-    assert statuses(_checks.evaluate(ctx))["packages.held"] == "pass"
+    assert pkgparse.parse_versionlock(ctx.outputs["dnf_versionlock"]) == {"nvidia-driver-550-server", "nvidia-fabricmanager-550"}
+    assert statuses(gate.evaluate(ctx))["packages.held"] == "pass"
     ctx.outputs["dnf_versionlock"] = "nvidia-driver-550-server-3:550.90.07-1.el9.*\n"
-    check = next(c for c in _checks.evaluate(ctx)["checks"] if c["id"] == "packages.held")
+    check = next(c for c in gate.evaluate(ctx)["checks"] if c["id"] == "packages.held")
     assert check["status"] == "fail" and check["reason"] == "nvidia-fabricmanager-550: installed, not held"

@@ -6,7 +6,8 @@ import os
 
 from hypothesis import given, settings, strategies as st
 
-from ansible_collections.gpufleet.provision.plugins.module_utils import _checks
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate import cmdline
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate import gate
 from ansible_collections.gpufleet.provision.plugins.module_utils._profile import ProfileError, validate
 
 # The sample node of the sibling test module (test folders are not packages here).
@@ -27,7 +28,7 @@ WORDS = st.lists(st.sampled_from(["hugepagesz=1G", "hugepagesz=2M", "hugepagesz=
 @given(JSONISH)
 def test_profile_validation_raises_only_profile_error(data):
     try:
-        validate(data, _checks.CHECK_IDS)
+        validate(data, gate.CHECK_IDS)
     except ProfileError as exc:
         assert str(exc).startswith("profile")
 
@@ -36,7 +37,7 @@ def test_profile_validation_raises_only_profile_error(data):
 @given(WORDS)
 def test_cmdline_rules_never_raise(words):
     tokens = [(w.partition("=")[0], w.partition("=")[2] if "=" in w else None, "proc/cmdline") for w in words]
-    problems, pools = _checks.analyse_cmdline(tokens)
+    problems, pools = cmdline.analyse_cmdline(tokens)
     assert isinstance(problems, list) and all(isinstance(v, int) for v in pools.values())
 
 
@@ -44,7 +45,7 @@ def test_cmdline_rules_never_raise(words):
 @given(st.text(max_size=200))
 def test_grub_sources_parse_or_name_the_file(text):
     try:
-        _checks.grub_tokens([("etc/default/grub.d/x.cfg", "GRUB_CMDLINE_LINUX=" + text)])
+        cmdline.grub_tokens([("etc/default/grub.d/x.cfg", "GRUB_CMDLINE_LINUX=" + text)])
     except ValueError as exc:
         assert str(exc).startswith("etc/default/grub.d/x.cfg line 1")
 
@@ -55,7 +56,7 @@ def test_grub_sources_parse_or_name_the_file(text):
 def test_garbage_outputs_give_statuses_not_tracebacks(outputs):
     ctx = sample_inputs()
     ctx.outputs.update(outputs)
-    report = _checks.evaluate(ctx)
+    report = gate.evaluate(ctx)
     assert all(c["status"] in ("pass", "fail", "skip", "error") for c in report["checks"])
     assert not any("internal error" in c["reason"] for c in report["checks"]), \
         [(c["id"], c["reason"]) for c in report["checks"] if "internal error" in c["reason"]]
@@ -67,6 +68,6 @@ def test_garbage_outputs_give_statuses_not_tracebacks(outputs):
 def test_missing_or_mistyped_fact_sections_never_raise(section, value):
     ctx = sample_inputs(profile=copy.deepcopy(PROFILE))
     ctx.facts[section] = value
-    report = _checks.evaluate(ctx)
+    report = gate.evaluate(ctx)
     assert report["status"] in ("pass", "fail")
-    assert len(report["checks"]) == len(_checks.CHECK_IDS)
+    assert len(report["checks"]) == len(gate.CHECK_IDS)

@@ -4,7 +4,7 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.gpufleet.provision.plugins.module_utils import _checks
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate import gate
 from ansible_collections.gpufleet.provision.plugins.module_utils._profile import ProfileError, size_kb, validate
 
 PROFILES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "inventories", "profiles")
@@ -14,10 +14,10 @@ PROFILES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "inve
 def test_shipped_profiles_validate_as_they_are(name):
     with open(os.path.join(PROFILES, name + ".yml")) as handle:
         raw = yaml.safe_load(handle)
-    profile = validate(raw, _checks.CHECK_IDS)
+    profile = validate(raw, gate.CHECK_IDS)
     assert profile["name"] == name
     assert profile["memory"]["hugepages"] == {"1048576": 128}
-    assert set(profile["require"]) <= set(_checks.CHECK_IDS)
+    assert set(profile["require"]) <= set(gate.CHECK_IDS)
     assert profile["probes"]["nccl"]["enabled"] is False     # active probes off by default
 
 
@@ -40,7 +40,7 @@ def test_shipped_profiles_validate_as_they_are(name):
 ])
 def test_bad_profile_names_the_key_and_the_cause(profile, message):
     with pytest.raises(ProfileError) as exc:
-        validate(profile, _checks.CHECK_IDS)
+        validate(profile, gate.CHECK_IDS)
     assert message in str(exc.value)
 
 

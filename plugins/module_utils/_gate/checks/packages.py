@@ -1,0 +1,40 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Checks of the package manager: pinned packages held."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import fnmatch
+
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate.framework import outcome, registrar
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate.parsers.packages import parse_versionlock
+
+
+CHECKS = []
+check = registrar(CHECKS)
+
+
+@check("packages.held", "driver/fabric manager/kernel drifting apart on apt upgrade (not held)",
+       "apt-mark hold the pinned packages (driver, fabric manager, kernel) so an upgrade cannot split them "
+       "(RHEL family: dnf versionlock add)")
+def _held(ctx):
+    want = ctx.want("packages", "held")
+    if ctx.outputs.get("apt_mark_showhold") is None and ctx.outputs.get("dnf_versionlock") is not None:
+        held = parse_versionlock(ctx.output("dnf_versionlock", "dnf versionlock list"))
+    else:
+        held = set(ctx.output("apt_mark_showhold", "apt-mark showhold").split())
+    installed = sorted((ctx.packages or {}).keys()) if ctx.packages is not None else None
+    failures, observed = [], {"held": sorted(held)}
+    for pattern in want:
+        names = [n for n in installed if fnmatch.fnmatchcase(n, pattern)] if installed is not None else []
+        if installed is not None and not names:
+            failures.append("%s: not installed" % pattern)
+        for name in names:
+            if name not in held:
+                failures.append("%s: installed, not held" % name)
+        if installed is None and not any(fnmatch.fnmatchcase(h, pattern) for h in held):
+            failures.append("%s: not held" % pattern)
+    return outcome(failures, [], observed, want)

@@ -1,0 +1,77 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Checks of the OS and the kernel: release, running kernel, command line and its GRUB sources."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.gpufleet.provision.plugins.module_utils import _profile
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate.framework import CheckError, Skip, outcome, registrar
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate.cmdline import analyse_cmdline, grub_tokens, param_text, required_params
+
+
+CHECKS = []
+check = registrar(CHECKS)
+
+
+@check("os.release", "an OS release the fleet was not qualified on (driver, OFED and kernel packages differ)",
+       "reinstall the node from the fleet image for its profile")
+def _os_release(ctx):
+    want = ctx.want("os")
+    osr = ctx.need(ctx.facts.get("os"), ["etc/os-release"])
+    expected = dict((k, v) for k, v in (("ID", want.get("id")), ("VERSION_ID", want.get("version_id"))) if v is not None)
+    observed = dict((k, osr.get(k)) for k in expected)
+    bad = ["%s=%s, expected %s" % (k, observed[k], v) for k, v in expected.items() if observed[k] != v]
+    return outcome(bad, [], observed, expected)
+
+
+@check("kernel.version", "modules (nvidia, OFED) built for another kernel; a fleet running mixed kernels",
+       "install the profile's linux-image (and headers), apt-mark hold it, make it the GRUB default, reboot")
+def _kernel_version(ctx):
+    want = ctx.want("kernel", "release")
+    release = ctx.need((ctx.facts.get("kernel") or {}).get("release"), ["proc/sys/kernel/osrelease"])
+    return outcome([] if release == want else ["running %s" % release], [], release, want)
+
+
+@check("kernel.cmdline", "hugepages= twice (the kernel ignores the second: the pool is not what was planned), "
+       "missing iommu/THP/NUMA-balancing parameters",
+       "set the parameters once in GRUB_CMDLINE_LINUX (/etc/default/grub), update-grub (RHEL: grubby --update-kernel=ALL), reboot")
+def _kernel_cmdline(ctx):
+    want = ctx.want("kernel", "cmdline")
+    params = ctx.need(((ctx.facts.get("kernel") or {}).get("cmdline") or {}).get("params"), ["proc/cmdline"])
+    tokens = [(p["key"], p.get("value"), "proc/cmdline") for p in params]
+    problems, pools = analyse_cmdline(tokens, want.get("allow_repeated") or [])
+    problems += required_params(tokens, want.get("required"), want.get("forbidden"))
+    observed = {"raw": ctx.facts["kernel"]["cmdline"].get("raw"), "hugepage_pools_kb": pools}
+    return outcome(problems, [], observed, want)
+
+
+@check("kernel.grub_sources", "a GRUB source (/etc/default/grub or grub.d/*.cfg) that will give a duplicate or "
+       "missing parameter at the next reboot",
+       "keep the parameters in one GRUB source and remove them from the others (cloud images: /etc/default/grub.d/*.cfg), update-grub")
+def _grub_sources(ctx):
+    want = ctx.want("kernel", "cmdline")
+    if _profile.section(ctx.profile, "kernel", "grub_sources") is False:
+        raise Skip("not in profile (kernel.grub_sources: false)")
+    grub = ctx.grub
+    if grub is None:
+        raise Skip("no data: GRUB sources not read")
+    bad = [p for p in grub.get("problems") or [] if p.get("kind") in ("unreadable", "invalid")]
+    if bad:
+        raise CheckError("; ".join("%s: %s (%s)" % (p["path"], p.get("detail"), p.get("kind")) for p in bad))
+    if not grub.get("sources"):
+        raise Skip("no data: etc/default/grub missing")
+    try:
+        tokens = grub_tokens(grub["sources"])
+    except ValueError as exc:
+        raise CheckError(str(exc))
+    problems, pools = analyse_cmdline(tokens, want.get("allow_repeated") or [])
+    problems += required_params(tokens, want.get("required"), want.get("forbidden"))
+    observed = {
+        "files": [rel for rel, _text in grub["sources"]],
+        "cmdline": " ".join(param_text(k, v) for k, v, _o in tokens),
+        "hugepage_pools_kb": pools,
+    }
+    return outcome(problems, [], observed, want)

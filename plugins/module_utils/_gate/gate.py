@@ -1,0 +1,88 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The validation gate: every check is a pure function over facts, a profile and collected inputs.
+
+``evaluate()`` runs all checks in one process and returns the report
+``{status, node, profile, checks: [{id, status, observed, expected, reason, prevents, remedy}]}``.
+
+Statuses: ``pass``; ``fail`` (the node is not what the profile says); ``skip`` (the profile does not
+ask for it, or there is no data: "no data ..."; never a pass); ``error`` (the input exists but
+could not be read or parsed: the reason names the path). A check listed in the profile's
+``require`` turns a skip into a fail. The report fails when any check fails or errors.
+
+Where things live (``_gate/``): ``framework`` (Check, Inputs, Skip/CheckError, outcome),
+``cmdline`` (kernel command line and GRUB analysis), ``parsers/`` (command outputs: pure functions,
+text in, data out), ``checks/<domain>`` (the checks, each domain its own list). A new check goes in
+the domain module it belongs to; a new domain is added to DOMAINS below.
+
+Check ids are a stable interface: dashboards and alerts key on them. docs/checks.md has one line
+per id; keep it in step with CHECKS.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.gpufleet.provision.plugins.module_utils import _profile
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate.checks import cpu, firmware, gpu, memory, network, packages, probes, storage, system
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate.cmdline import read_grub_sources
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate.framework import CheckError, Inputs, Skip
+
+__all__ = ["CHECKS", "CHECK_IDS", "PROBES", "CheckError", "Inputs", "Skip", "evaluate", "read_grub_sources"]
+
+# Report order: the domains in this order, each in its registration order.
+DOMAINS = (system, memory, cpu, gpu, packages, network, firmware, storage, probes)
+CHECKS = tuple(c for domain in DOMAINS for c in domain.CHECKS)
+CHECK_IDS = tuple(c.id for c in CHECKS)
+PROBES = dict((c.id, c.probe) for c in CHECKS if c.probe)
+if len(set(CHECK_IDS)) != len(CHECK_IDS):
+    raise ImportError("duplicate check id in %s" % ", ".join(CHECK_IDS))
+
+
+def _json_safe(value):
+    if isinstance(value, dict):
+        return dict((str(k), _json_safe(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple, set)):
+        items = sorted(value) if isinstance(value, set) else value
+        return [_json_safe(v) for v in items]
+    return value
+
+
+def evaluate(inputs, node=None, profile_name=None):
+    """Run every check over ``inputs`` (an Inputs with a normalised profile). Returns the report."""
+    required = set((inputs.profile or {}).get("require") or [])
+    for check_id, probe in PROBES.items():
+        if _profile.section(inputs.profile, "probes", probe, "enabled"):
+            required.add(check_id)
+    results = []
+    for chk in CHECKS:
+        observed = expected = None
+        try:
+            status, observed, expected, reason = chk.func(inputs)
+        except Skip as exc:
+            status, reason = "skip", str(exc)
+        except CheckError as exc:
+            status, reason = "error", str(exc)
+        except Exception as exc:  # a bug in one check must not hide the others' results
+            status, reason = "error", "internal error in check %s: %s: %s" % (chk.id, type(exc).__name__, exc)
+        if status == "skip" and chk.id in required:
+            status, reason = "fail", "required by profile, but %s" % reason
+        results.append({
+            "id": chk.id,
+            "status": status,
+            "observed": _json_safe(observed),
+            "expected": _json_safe(expected),
+            "reason": reason,
+            "prevents": chk.prevents,
+            "remedy": chk.remedy,
+        })
+    red = [r["id"] for r in results if r["status"] in ("fail", "error")]
+    return {
+        "status": "fail" if red else "pass",
+        "node": node,
+        "profile": profile_name if profile_name is not None else (inputs.profile or {}).get("name"),
+        "failed": red,
+        "counts": dict((s, sum(1 for r in results if r["status"] == s)) for s in ("pass", "fail", "skip", "error")),
+        "checks": results,
+    }
