@@ -56,10 +56,7 @@ _CACHE = {}
 
 
 def _check_ids():
-    try:
-        from ansible_collections.gpufleet.provision.plugins.module_utils._checks import CHECK_IDS
-    except ImportError:  # the gate's check registry moved: validate without check ids
-        return ()
+    from ansible_collections.gpufleet.provision.plugins.module_utils._gate.gate import CHECK_IDS
     return CHECK_IDS
 
 
@@ -91,27 +88,28 @@ def load_file(path):
     return profile
 
 
+def load(term, folders):
+    """The validated profile a term names: a mapping, a path (searched in ``folders``) or a shipped name."""
+    if isinstance(term, dict):
+        try:
+            return _profile.validate(dict(term), _check_ids())
+        except _profile.ProfileError as exc:
+            raise AnsibleLookupError(to_native(exc))
+    if not isinstance(term, str) or not term.strip():
+        raise AnsibleLookupError("profile: expected a mapping, a path or a profile name, got %r" % (term,))
+    tried = candidates(term.strip(), folders)
+    path = next((p for p in tried if os.path.isfile(p)), None)
+    if path is None:
+        raise AnsibleLookupError("profile %s: not found (tried %s)" % (term, ", ".join(tried)))
+    try:
+        return load_file(path)
+    except (OSError, yaml.YAMLError) as exc:
+        raise AnsibleLookupError("profile %s: cannot read: %s" % (path, to_native(exc)))
+
+
 class LookupModule(LookupBase):
 
     def run(self, terms, variables=None, **kwargs):
         variables = variables or {}
         folders = [variables.get("inventory_dir"), variables.get("playbook_dir"), self._loader.get_basedir(), os.getcwd()]
-        out = []
-        for term in terms:
-            if isinstance(term, dict):
-                try:
-                    out.append(_profile.validate(dict(term), _check_ids()))
-                except _profile.ProfileError as exc:
-                    raise AnsibleLookupError(to_native(exc))
-                continue
-            if not isinstance(term, str) or not term.strip():
-                raise AnsibleLookupError("profile: expected a mapping, a path or a profile name, got %r" % (term,))
-            tried = candidates(term.strip(), folders)
-            path = next((p for p in tried if os.path.isfile(p)), None)
-            if path is None:
-                raise AnsibleLookupError("profile %s: not found (tried %s)" % (term, ", ".join(tried)))
-            try:
-                out.append(load_file(path))
-            except (OSError, yaml.YAMLError) as exc:
-                raise AnsibleLookupError("profile %s: cannot read: %s" % (path, to_native(exc)))
-        return out
+        return [load(term, folders) for term in terms]

@@ -3,13 +3,12 @@ import os
 
 import pytest
 from ansible.errors import AnsibleLookupError
-from ansible.parsing.dataloader import DataLoader
-
 from ansible_collections.gpufleet.provision.plugins.lookup import profile as lookup_profile
 
 
-def run(terms, **variables):
-    return lookup_profile.LookupModule(loader=DataLoader()).run(terms, variables)
+def run(terms, inventory_dir=None):
+    # LookupModule.run() is load() over the inventory, playbook and current folders
+    return [lookup_profile.load(term, [inventory_dir]) for term in terms]
 
 
 def test_shipped_profile_by_name():
