@@ -208,24 +208,37 @@ SETTINGS_SPEC = dict(
 )
 
 
+def desired_from(module, bios, params):
+    """Raw attributes wanted: portable settings resolved on this BMC's registry, plus raw ones."""
+    settings = dict((k, v) for k, v in (params["settings"] or {}).items() if v is not None)
+    translated, resolutions, unresolved = _bios.resolve_settings(settings, bios.registry, bios.vendor, bios.current)
+    if unresolved and params["unavailable"] == "fail":
+        raise _bios.BiosError(_bios.format_unresolved(bios.client.name, unresolved))
+    for res in unresolved:
+        module.warn("BMC %s: setting %s=%s left alone: %s" % (bios.client.name, res["setting"], res["wanted"], res["problem"]))
+    desired = _bios.merge_desired(_bios.coerce(params["attributes"] or {}, bios.registry), translated)
+    if not desired and not unresolved:
+        raise _bios.BiosError("nothing to do: give attributes and/or settings")
+    desired, reasons = _bios.add_dependencies(bios.vendor, desired, bios.registry, bios.dependencies,
+                                              bios.current, bios.pending)
+    return _bios.coerce(desired, bios.registry), resolutions, unresolved, reasons
+
+
 def run(module, client):
     params = module.params
     bios = _bios.Bios(client, params["system_id"], params["vendor"])
     if params["apply_time"] == "omit":
         bios.apply_times = []
-    settings = dict((k, v) for k, v in (params["settings"] or {}).items() if v is not None)
-    desired = _bios.merge_desired(params["attributes"], _bios.translate(bios.vendor, settings))
-    if not desired:
-        raise _bios.BiosError("nothing to do: give attributes and/or settings")
-    desired, _reasons = _bios.add_dependencies(bios.vendor, desired)
     registry = bios.load_registry()
-    desired = _bios.coerce(desired, registry)
     if not registry:
-        module.warn("BMC %s publishes no BIOS attribute registry for %s: names checked against the current "
-                    "attributes only, values unchecked" % (client.name, bios.bios.get("AttributeRegistry")))
-    _bios.validate(client.name, desired, registry, bios.current)
+        module.warn("BMC %s: %s: names checked against the current attributes only, values unchecked" % (
+            client.name, bios.registry_note))
+    desired, resolutions, unresolved, reasons = desired_from(module, bios, params)
+    _bios.validate(client.name, desired, registry, bios.current, bios.dependencies, bios.pending)
 
-    result = dict(changed=False, vendor=bios.vendor, current=bios.current, desired=desired, job=None)
+    result = dict(changed=False, vendor=bios.vendor_name, system=bios.system_path, current=bios.current,
+                  desired=desired, job=None, resolution=resolutions, unresolved=[r["setting"] for r in unresolved],
+                  dependencies=reasons, registry=bios.registry_uri)
     # A scheduled (or stuck) Dell BIOS job only exists while values are pending: skip the Jobs
     # walk (one GET per job on iDRAC) in the steady state.
     job = bios.bios_job() if bios.needs_job() and bios.pending else None
@@ -260,7 +273,7 @@ def run(module, client):
             job_uri = bios.write(to_write)
         if make_job and not job_uri:
             job_uri = bios.create_job()
-        pending_after = client.get(bios.settings_path).get("Attributes") or {}
+        pending_after = bios.read_settings_object()
     result.update(changed=changed, pending=pending_after, changed_attributes=to_write,
                   already_pending=p["already_pending"], reboot_required=p["reboot_required"],
                   diff=p["diff"], job=job_uri)
@@ -270,7 +283,8 @@ def run(module, client):
 def main():
     argument_spec = connection_spec()
     argument_spec.update(
-        vendor=dict(type="str", choices=["auto"] + list(_bios.VENDORS), default="auto"),
+        vendor=dict(type="str", choices=["auto", _bios.GENERIC] + list(_bios.VENDORS), default="auto"),
+        unavailable=dict(type="str", choices=["fail", "warn"], default="fail"),
         attributes=dict(type="dict"),
         settings=dict(type="dict", options=SETTINGS_SPEC),
         state=dict(type="str", choices=["present", "verify"], default="present"),

@@ -31,8 +31,12 @@ class SampleBmc:
         value = self.paths[path]
         return sample(value) if isinstance(value, str) else value
 
-    def find_system(self, system_id=None):
-        return select_system(self.name, self.systems, system_id, self.get)
+    def get_with_etag(self, path):
+        body = self.get(path)
+        return body, body.get("@odata.etag")
+
+    def find_system(self, system_id=None, usable=None, purpose=None):
+        return select_system(self.name, self.systems, system_id, self.get, usable, purpose)
 
 
 def test_dmtf_sample_follows_links_not_paths():
@@ -52,10 +56,27 @@ def test_dmtf_sample_follows_links_not_paths():
     assert p["status"] == {"ProcTurboMode": "pending", "EmbeddedSata": "write"}
 
 
-def test_unknown_manufacturer_needs_vendor():
-    bmc = SampleBmc({"/redfish/v1/Systems/437XR1138R2": "system.json"}, ["/redfish/v1/Systems/437XR1138R2"])
-    with pytest.raises(_bios.BiosError, match="Contoso.*set vendor"):
-        _bios.Bios(bmc)
+def test_unknown_manufacturer_is_a_standard_bmc():
+    """Contoso is no known vendor: no vendor rules, the registry alone drives it (raw attributes work)."""
+    bmc = SampleBmc({
+        "/redfish/v1/Systems/437XR1138R2": "system.json",
+        "/redfish/v1/Systems/437XR1138R2/Bios": "bios.json",
+        "/redfish/v1/Systems/437XR1138R2/BIOS/Settings": "bios_settings.json",
+    }, ["/redfish/v1/Systems/437XR1138R2"])
+    bios = _bios.Bios(bmc)
+    assert bios.manufacturer == "Contoso" and bios.vendor is None and bios.vendor_name == "generic"
+    assert bios.needs_job() is False
+
+
+def test_only_system_with_a_bios_is_chosen():
+    """A DGX lists its HGX baseboard as a second system without a Bios: no system_id needed."""
+    dgx = {"@odata.id": "/redfish/v1/Systems/DGX", "Bios": {"@odata.id": "/redfish/v1/Systems/DGX/Bios"}}
+    bmc = SampleBmc({"/redfish/v1/Systems/DGX": dgx, "/redfish/v1/Systems/HGX_Baseboard_0": {"Id": "HGX_Baseboard_0"}},
+                    ["/redfish/v1/Systems/DGX", "/redfish/v1/Systems/HGX_Baseboard_0"])
+    path, _doc = bmc.find_system(None, usable=lambda s: bool(link(s, "Bios")), purpose="a Bios link")
+    assert path == "/redfish/v1/Systems/DGX"
+    with pytest.raises(RedfishError, match="none of the 2 systems.*has a Bios link"):
+        select_system("b", ["/redfish/v1/Systems/HGX_Baseboard_0", "/x"], None, lambda p: {}, lambda s: False, "a Bios link")
 
 
 def test_ami_zt_without_settings_object_refuses_to_write():
@@ -79,6 +100,8 @@ def test_ami_zt_registry_found_by_name_with_en_us_location():
     }, [])
     bios = _bios.Bios.__new__(_bios.Bios)
     bios.client, bios.bios, bios.registry, bios.registry_uri = bmc, bios_doc, {}, None
+    bios.bios_path, bios.vendor, bios.vendor_option = "/redfish/v1/Systems/Self/Bios", "ami", "auto"
+    bios.raw_current, bios.settings_object = bios_doc.get("Attributes") or {}, {}
     registry = bios.load_registry()
     assert bios.registry_uri == "/redfish/v1/Registries/BiosAttributeRegistryProt0.208.208.0.json"
     assert registry, "registry entries parsed"
