@@ -76,6 +76,9 @@ class Capture:
         self.manager_path = (system.get("Links", {}).get("ManagedBy") or [{}])[0].get("@odata.id")
         self.registry = self._registry(bios["AttributeRegistry"])
         self.etag_counter = 0
+        self.off_reads = 0   # after a reset the system reads Off this many times, then On
+        self.hide_etag = 0   # the next N GETs of the settings object carry no ETag
+        self.stale = 0       # the next N PATCHes find the settings object changed (another client wrote)
 
     def _registry(self, wanted):
         for doc in self.docs.values():
@@ -120,6 +123,9 @@ class Capture:
         if if_match is None and self.require_if_match:
             return 428, {"error": {"code": "Base.1.12.PreconditionRequired",
                                    "message": "A precondition header or annotation is required to change this resource."}}, {}
+        if if_match is not None and self.stale > 0:
+            self.stale -= 1
+            self.bump(doc)
         if if_match is not None and if_match != self.etag(doc):
             return 412, {"error": {"code": "Base.1.12.PreconditionFailed",
                                    "message": "The ETag supplied did not match the ETag required."}}, {}
@@ -153,6 +159,7 @@ class Capture:
         return job["@odata.id"]
 
     def reset(self):
+        self.off_reads = 2
         scheduled = [j for j in self.jobs.values() if j["JobState"] == "Scheduled"]
         if self.dell and not scheduled:
             return
@@ -214,6 +221,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if doc is None:
                 return self._send(404, {"error": {"code": "Base.1.12.ResourceMissingAtURI",
                                                   "message": "No resource at %s" % self.path}})
+            if _key(self.path) == _key(cap.settings_path) and cap.hide_etag > 0:
+                cap.hide_etag -= 1
+                return self._send(200, dict((k, v) for k, v in doc.items() if k != "@odata.etag"))
+            if _key(self.path) == _key(cap.system_path) and cap.off_reads > 0:
+                cap.off_reads -= 1
+                doc = dict(doc, PowerState="Off")
             return self._send(200, doc, {"ETag": cap.etag(doc)})
 
     def do_PATCH(self):
