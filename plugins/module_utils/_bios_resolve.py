@@ -171,12 +171,14 @@ def candidates(setting, family, registry, vendor):
         display, lname = norm(spec["display"]), name.lower()
         if meta.get("exclude") and re.search(meta["exclude"], display):
             continue
+        # "Disable Hyper-Threading", "SR-IOV Support": the topic without the verb around it
+        core = re.sub(r"^(disable|enable)\s+|\s+(disable|enable|support)$", "", display)
         score, why = 0, []
         if name in own:
             score, why = score + 100, why + ["known %s name" % vendor]
         elif name in other:
             score, why = score + 50, why + ["known name on other BMCs"]
-        if display and re.search(meta["display"], display):
+        if display and (re.search(meta["display"], display) or re.search(meta["display"], core)):
             score, why = score + 20, why + ["DisplayName %r" % spec["display"]]
         if re.search(meta["name"], lname):
             score, why = score + 10, why + ["name"]
