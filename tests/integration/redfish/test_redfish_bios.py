@@ -86,7 +86,7 @@ def test_check_mode_predicts_and_writes_nothing(bmc, run_module):
 def test_unknown_attribute_fails_before_any_write(bmc, run_module):
     unit = bmc("dell")
     before = unit.state()
-    result = run_module("redfish_bios", dict(unit.conn(), settings=dict(WANT), attributes={"SubNumaClusterX": "4WayClustering"}))
+    result = run_module("redfish_bios", dict(unit.conn(), settings=dict(WANT), attributes={"SubNumaClusterX": "4-Way"}))
     assert result["_rc"] != 0
     assert "SubNumaClusterX" in result["msg"] and "SubNumaCluster" in result["msg"]  # name and closest match
     assert "nothing written" in result["msg"]
