@@ -58,7 +58,7 @@ options:
     description:
       - C(Id) (or C(@odata.id)) of the ComputerSystem to manage. Needed only when several systems
         can do the job (a C(Bios) link for M(gpufleet.provision.redfish_bios), a reset action for
-        M(gpufleet.provision.redfish_power)): a DGX lists its HGX baseboard as a second system, and the
+        M(gpufleet.provision.redfish_power)). A DGX lists its HGX baseboard as a second system, and the
         one with a Bios is chosen. The task fails and lists them when it is needed and missing.
     type: str
 '''

@@ -82,8 +82,8 @@ def test_ambiguous_without_a_hint_names_both_and_a_hint_decides():
 
 
 def test_power_profile_values_by_meaning_and_ambiguity():
-    profile = registry(attr("PlatformProfile", "System Profile", ["PerfOptimized", "PerfPerWattOptimizedDapc", "PerfPerWattOptimizedOs",
-                                                             "Custom"], shown={"PerfOptimized": "Performance"}))
+    values = ["PerfOptimized", "PerfPerWattOptimizedDapc", "PerfPerWattOptimizedOs", "Custom"]
+    profile = registry(attr("PlatformProfile", "System Profile", values, shown={"PerfOptimized": "Performance"}))
     assert res.resolve("power_profile", "performance", profile, None)["value"] == "PerfOptimized"    # by its display name
     assert "several values mean efficiency" in res.resolve("power_profile", "efficiency", profile, None)["problem"]
     assert res.resolve("power_profile", "custom", profile, None)["value"] == "Custom"
