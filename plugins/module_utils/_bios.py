@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""BIOS settings through Redfish: vendor profiles as data, pure diff/pending logic, and the flow.
+"""BIOS settings through Redfish: pure diff/pending logic, validation, and the flow over a client.
 
 The trap this avoids (community.general bug reports): comparing desired values with the current
 attributes only re-PATCHes on every run while a change waits for the reboot. Every desired
@@ -12,9 +12,10 @@ attribute is classified against current AND pending:
     anything else (incl. a pending value that
     would undo a correct current one)             -> "write"
 
-Vendor attribute names and values below are defaults: every name and value is checked against
-the BMC's attribute registry before anything is written. Sources: DMTF/vendor Redfish samples,
-vendor BIOS references; names marked unverified in docs/redfish.md.
+Where the pieces are: the registry (finding it is Bios.load_registry; reading it, locks from its
+Dependencies, ValueDisplayNames) in _bios_registry; portable settings resolved on it in
+_bios_resolve; vendor rules (Dell jobs) here. Every name and value is checked against the BMC's
+registry before anything is written.
 """
 
 from __future__ import absolute_import, division, print_function

@@ -173,3 +173,10 @@ def test_format_failures_names_each_attribute():
     msg = _bios.format_failures("https://b", [{"attribute": "SNC", "expected": "SNC4", "actual": "Disabled", "pending": "SNC4"}],
                                 "job stuck")
     assert msg == "BMC https://b: BIOS not as desired after reboot: SNC: expected 'SNC4', actual 'Disabled' (still pending: 'SNC4'). job stuck"
+
+
+def test_bmc_reporting_display_names_compares_value_names():
+    """Some BMCs put ValueDisplayNames in Attributes: "2-Way Clustering" is the current 2-Way."""
+    current = _bios.registry_lib.normalize_values({"SubNumaCluster": "2-Way Clustering", "ProcCores": 8}, REGISTRY)
+    assert current == {"SubNumaCluster": "2-Way", "ProcCores": 8}
+    assert _bios.plan({"SubNumaCluster": "2-Way"}, current, {})["to_write"] == {}
