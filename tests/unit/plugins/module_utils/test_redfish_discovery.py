@@ -145,3 +145,54 @@ def test_several_systems_need_system_id():
     assert select_system("https://bmc", members, "b", lambda p: {"Id": p})[0] == "/redfish/v1/Systems/b"
     with pytest.raises(RedfishError, match="no system 'c'"):
         select_system("https://bmc", members, "c", lambda p: {})
+
+
+def _bare_bios(bmc, bios_doc, bios_path):
+    bios = _bios.Bios.__new__(_bios.Bios)
+    bios.client, bios.bios, bios.registry, bios.registry_uri = bmc, bios_doc, {}, None
+    bios.bios_path, bios.vendor, bios.vendor_option = bios_path, None, "auto"
+    bios.raw_current, bios.settings_object = bios_doc.get("Attributes") or {}, {}
+    return bios
+
+
+REGISTRY_DOC = {"Id": "BiosAttributeRegistry.v1_0_3", "OwningEntity": "Dell", "RegistryEntries": {"Attributes": [
+    {"AttributeName": "LogicalProc", "Type": "Enumeration", "Value": [{"ValueName": "Enabled"}, {"ValueName": "Disabled"}]}]}}
+
+
+def test_registry_at_dell_bios_registry_when_no_member_matches():
+    bios_doc = {"AttributeRegistry": "BiosAttributeRegistry.v1_0_3", "Attributes": {"LogicalProc": "Enabled"}}
+    bmc = SampleBmc({"/redfish/v1": {"Registries": {"@odata.id": "/redfish/v1/Registries"}},
+                     "/redfish/v1/Registries": {"Members": [{"@odata.id": "/redfish/v1/Registries/Messages"}]},
+                     "/redfish/v1/Registries/Messages": {"Id": "Messages", "Registry": "Base.1.0"},
+                     "/redfish/v1/Systems/System.Embedded.1/Bios/BiosRegistry": REGISTRY_DOC}, [])
+    bios = _bare_bios(bmc, bios_doc, "/redfish/v1/Systems/System.Embedded.1/Bios")
+    assert bios.load_registry() and bios.registry_uri == "/redfish/v1/Systems/System.Embedded.1/Bios/BiosRegistry"
+    assert bios.vendor == "dell"                                   # from the registry's OwningEntity
+
+
+def test_publication_uri_is_fetched_without_credentials():
+    calls = []
+
+    class PublicBmc(SampleBmc):
+        def get_public(self, url):
+            calls.append(url)
+            return REGISTRY_DOC
+
+    bios_doc = {"AttributeRegistry": "BiosAttributeRegistry.v1_0_3", "Attributes": {}}
+    bmc = PublicBmc({"/redfish/v1": {"Registries": {"@odata.id": "/redfish/v1/Registries"}},
+                     "/redfish/v1/Registries": {"Members": [{"@odata.id": "/redfish/v1/Registries/BiosAttributeRegistry.v1_0_3"}]},
+                     "/redfish/v1/Registries/BiosAttributeRegistry.v1_0_3": {
+                         "Id": "BiosAttributeRegistry.v1_0_3",
+                         "Location": [{"Language": "en", "PublicationUri": "https://vendor.example/bios.json"}]}}, [])
+    bios = _bare_bios(bmc, bios_doc, "/redfish/v1/Systems/1/Bios")
+    assert bios.load_registry() and calls == ["https://vendor.example/bios.json"]
+    assert bios.registry_uri == "https://vendor.example/bios.json"
+
+
+def test_no_registry_anywhere_says_where_it_looked():
+    bios_doc = {"AttributeRegistry": "BiosAttributeRegistryX.1.0", "Attributes": {}}
+    bmc = SampleBmc({"/redfish/v1": {}}, [])
+    bios = _bare_bios(bmc, bios_doc, "/redfish/v1/Systems/1/Bios")
+    assert bios.load_registry() == {}
+    assert "BiosAttributeRegistryX.1.0 not found (tried /redfish/v1/Systems/1/Bios/BiosRegistry, " \
+           "/redfish/v1/registrystore/registries/en/biosattributeregistryx.1.0)" == bios.registry_note.replace("registry ", "", 1)
