@@ -7,6 +7,7 @@ behind sushy-emulator. The state file is the contract the lab reads:
     {"vendor": "dell", "current": {...raw...}, "pending": {...raw...},
      "settings": {"snc": "snc4", "hyperthreading": true, ...}, "power": "On"}
 """
+import hashlib
 import json
 import os
 import random
@@ -79,13 +80,14 @@ def derive_settings(flavour, current):
 
 
 def check_value(flavour, name, value):
-    """Raise BmcError as a BMC does for an unknown attribute or a value outside the registry."""
+    """Raise BmcError as a BMC does for an unknown attribute or a value outside the registry.
+    An attribute under a lock (a registry ReadOnly Dependency) is judged by its lock, in patch()."""
     spec = flavour["attributes"].get(name)
     if spec is None:
         raise BmcError(400, "Base.1.12.PropertyUnknown",
                        "The property %s is not in the list of valid properties for the resource." % name,
                        ["#/Attributes/%s" % name])
-    if spec.get("read_only"):
+    if spec.get("read_only") and name not in (flavour.get("locks") or {}):
         raise BmcError(400, "Base.1.12.PropertyNotWritable",
                        "The property %s is a read only property and cannot be assigned a value." % name,
                        ["#/Attributes/%s" % name])
@@ -97,28 +99,41 @@ def check_value(flavour, name, value):
                        ["#/Attributes/%s" % name])
 
 
+def locked(lock, ruling):
+    """A lock {attribute, value, condition} holds: NEQ (default) while the ruling attribute is not
+    the value (Dell: ProcCStates while SysProfile is not Custom), EQU while it is."""
+    if lock.get("condition", "NEQ") == "EQU":
+        return ruling == lock["value"]
+    return ruling != lock["value"]
+
+
 def registry_document(flavour):
-    """The flavour's AttributeRegistry resource (DMTF AttributeRegistry schema), locks as Dependencies."""
+    """The flavour's AttributeRegistry resource (DMTF AttributeRegistry schema): the capture's entries
+    (DisplayName, HelpText, MenuPath, ValueDisplayName, ReadOnly), locks as Dependencies."""
     entries = []
     for name, spec in flavour["attributes"].items():
         kind = spec.get("type", "Enumeration")
-        entry = {"AttributeName": name, "DisplayName": name, "Type": kind,
+        entry = {"AttributeName": name, "DisplayName": spec.get("display", name), "HelpText": spec.get("help", ""),
+                 "MenuPath": spec.get("menu", "./"), "Type": kind,
                  "ReadOnly": bool(spec.get("read_only")), "Hidden": False, "Immutable": False,
                  "DefaultValue": spec["default"], "CurrentValue": None}
         if kind == "Enumeration":
-            entry["Value"] = [{"ValueName": v, "ValueDisplayName": v} for v in spec["values"]]
+            shown = spec.get("shown") or {}
+            entry["Value"] = [{"ValueName": v, "ValueDisplayName": shown.get(v, v)} for v in spec["values"]]
         entries.append(entry)
     deps = []
     for name, lock in (flavour.get("locks") or {}).items():
         deps.append({"DependencyFor": name, "Type": "Map", "Dependency": {
-            "MapFrom": [{"MapFromAttribute": lock["attribute"], "MapFromCondition": "NEQ",
+            "MapFrom": [{"MapFromAttribute": lock["attribute"], "MapFromCondition": lock.get("condition", "NEQ"),
                          "MapFromProperty": "CurrentValue", "MapFromValue": lock["value"]}],
             "MapToAttribute": name, "MapToProperty": "ReadOnly", "MapToValue": True}})
+    reg = flavour["registry"]
     return {
-        "@odata.id": flavour["registry"]["uri"],
+        "@odata.id": reg["uri"],
         "@odata.type": "#AttributeRegistry.v1_3_6.AttributeRegistry",
-        "Id": flavour["registry"]["id"], "Name": "BIOS Attribute Registry",
-        "Language": "en", "OwningEntity": flavour["manufacturer"], "RegistryVersion": "1.0.0",
+        "Id": reg.get("document_id", reg["id"]), "Name": "BIOS Attribute Registry",
+        "Language": reg.get("language", "en"), "OwningEntity": reg.get("owning_entity", flavour["manufacturer"]),
+        "RegistryVersion": "1.0.0",
         "RegistryEntries": {"Attributes": entries, "Dependencies": deps},
     }
 
@@ -237,11 +252,14 @@ class BiosModel:
                 if lock is None:
                     continue
                 ruling = attributes.get(lock["attribute"], self.effective(lock["attribute"]))
-                if ruling != lock["value"]:
+                if locked(lock, ruling):
                     raise BmcError(400, "Base.1.12.PropertyNotWritable",
-                                   "The property %s is read only because %s is %s, not %s." % (
-                                       name, lock["attribute"], ruling, lock["value"]), ["#/Attributes/%s" % name])
+                                   "The property %s is read only because %s is %s." % (
+                                       name, lock["attribute"], ruling), ["#/Attributes/%s" % name])
             self.pending.update(attributes)
+            if self.flavour.get("settings_full"):
+                # a settings object that holds every attribute cannot tell "pending" from "equal to current"
+                self.pending = dict((k, v) for k, v in self.pending.items() if self.current.get(k) != v)
             self.save()
 
     def reset(self, reset_type, was_power):
@@ -272,6 +290,11 @@ class BiosModel:
             if job["JobState"] == "Scheduled" and job["JobType"] == "BIOSConfiguration":
                 return job
         return None
+
+    def etag(self):
+        """The settings object's ETag: changes whenever current or pending does (a PATCH, a reset)."""
+        digest = hashlib.sha1(json.dumps([self.current, self.pending], sort_keys=True).encode()).hexdigest()
+        return '"%s"' % digest[:20]
 
     def create_job(self, jobs_uri, target):
         with self.lock:

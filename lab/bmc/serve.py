@@ -157,7 +157,10 @@ def build_app(args):
                                          "external_notifier": False, "nics": []}],
         "SUSHY_EMULATOR_AUTH_FILE": args.htpasswd,
     })
-    jobs_uri = "/redfish/v1/Managers/%s/Jobs" % flavour["manager_id"]
+    # Dell: jobs are listed under the manager's Links.Oem.Dell.Jobs (iDRAC 6/9) and created by a POST
+    # to <manager>/Jobs, which every public client uses; the lab answers both.
+    jobs_post = "/redfish/v1/Managers/%s/Jobs" % flavour["manager_id"]
+    jobs_uri = flavour.get("jobs_link") or jobs_post
     own_manager = flavour["manager_id"] != sysid   # Dell: iDRAC.Embedded.1 is not sushy's system-backed manager
     reg = flavour["registry"]
 
@@ -172,18 +175,34 @@ def build_app(args):
                     "SettingsObject": {"@odata.id": flavour["settings_path"]}}
         if flavour["supported_apply_times"]:
             settings["SupportedApplyTimes"] = flavour["supported_apply_times"]
+        etag = bios.etag()
         return _json({"@odata.id": flavour["bios_path"], "@odata.type": "#Bios.v1_2_1.Bios", "Id": "Bios",
-                      "Name": "BIOS Configuration Current Settings", "AttributeRegistry": reg["id"],
-                      "Attributes": dict(bios.current), "@Redfish.Settings": settings})
+                      "@odata.etag": etag, "Name": "BIOS Configuration Current Settings", "AttributeRegistry": reg["id"],
+                      "Attributes": dict(bios.current), "@Redfish.Settings": settings}, headers={"ETag": etag})
+
+    def settings_attributes():
+        # Lenovo Bios/Pending, HPE bios/settings, AMI Bios/SD show every attribute; Dell only pending ones
+        if flavour.get("settings_full"):
+            return dict(bios.current, **bios.pending)
+        return dict(bios.pending)
 
     def settings_resource():
         req = flask.request
+        etag = bios.etag()
         if req.method == "GET":
             return _json({"@odata.id": flavour["settings_path"], "@odata.type": "#Bios.v1_2_1.Bios", "Id": "Settings",
-                          "Name": "BIOS Configuration Pending Settings", "AttributeRegistry": reg["id"],
-                          "Attributes": dict(bios.pending)})
+                          "@odata.etag": etag, "Name": "BIOS Configuration Pending Settings",
+                          "AttributeRegistry": reg["id"], "Attributes": settings_attributes()}, headers={"ETag": etag})
         if req.method != "PATCH":
             return _error(model.BmcError(405, "Base.1.12.OperationNotAllowed", "Use GET or PATCH on %s." % req.path))
+        if_match = req.headers.get("If-Match")
+        if if_match is None and flavour.get("if_match") == "required":
+            # AMI: "A precondition header or annotation is required to change this resource."
+            return _error(model.BmcError(428, "Base.1.12.PreconditionRequired",
+                                         "A precondition header or annotation is required to change this resource."))
+        if if_match is not None and if_match not in (etag, "*"):
+            return _error(model.BmcError(412, "Base.1.12.PreconditionFailed",
+                                         "The ETag supplied did not match the ETag required to change this resource."))
         body = req.get_json(silent=True)
         if not isinstance(body, dict):
             return _error(model.BmcError(400, "Base.1.12.MalformedJSON", "The request body is not a JSON object."))
@@ -216,10 +235,12 @@ def build_app(args):
                       "Members@odata.count": 2})
 
     def registry_file():
+        # As captured: Dell's member is ...v1_0_0 while the Bios names ...v1_0_3, its Location the Bios/BiosRegistry
+        language = reg.get("language", "en")
         return _json({"@odata.id": reg["file_path"], "@odata.type": "#MessageRegistryFile.v1_1_3.MessageRegistryFile",
-                      "Id": reg["file_path"].rsplit("/", 1)[1], "Name": "BIOS Attribute Registry File",
-                      "Registry": reg["id"], "Languages": ["en"],
-                      "Location": [{"Language": "en", "Uri": reg["uri"]}]})
+                      "Id": reg.get("file_id") or reg["file_path"].rsplit("/", 1)[1], "Name": "BIOS Attribute Registry File",
+                      "Registry": reg.get("file_registry") or reg["id"], "Languages": [language],
+                      "Location": [{"Language": language, "Uri": reg["uri"]}]})
 
     def registry():
         return _json(model.registry_document(flavour))
@@ -249,28 +270,33 @@ def build_app(args):
                       "Members": [{"@odata.id": j["@odata.id"]} for j in bios.jobs.values()],
                       "Members@odata.count": len(bios.jobs)})
 
+    def key(path):
+        # BMCs match paths without case and trailing slash (HPE links /redfish/v1/systems/1/bios/)
+        return path.rstrip("/").lower()
+
     routes = {
-        flavour["bios_path"]: bios_resource,
-        flavour["settings_path"]: settings_resource,
-        "/redfish/v1/Registries": registries,
-        reg["file_path"]: registry_file,
-        reg["uri"]: registry,
+        key(flavour["bios_path"]): bios_resource,
+        key(flavour["settings_path"]): settings_resource,
+        key("/redfish/v1/Registries"): registries,
+        key(reg["file_path"]): registry_file,
+        key(reg["uri"]): registry,
     }
     if own_manager:
-        routes["/redfish/v1/Managers"] = managers
-        routes["/redfish/v1/Managers/%s" % flavour["manager_id"]] = manager
+        routes[key("/redfish/v1/Managers")] = managers
+        routes[key("/redfish/v1/Managers/%s" % flavour["manager_id"])] = manager
     if flavour.get("config_job"):
-        routes[jobs_uri] = jobs
+        routes[key(jobs_uri)] = jobs
+        routes[key(jobs_post)] = jobs
 
     @app.before_request
     def vendor_routes():
-        path = flask.request.path.rstrip("/")
+        path = key(flask.request.path)
         handler = routes.get(path)
         if handler is not None:
             with bios.lock:
                 return handler()
-        if flavour.get("config_job") and path.startswith(jobs_uri + "/"):
-            job = bios.jobs.get(path.rsplit("/", 1)[1])
+        if flavour.get("config_job") and (path.startswith(key(jobs_uri) + "/") or path.startswith(key(jobs_post) + "/")):
+            job = bios.jobs.get(flask.request.path.rstrip("/").rsplit("/", 1)[1])
             if job is None:
                 return _error(model.BmcError(404, "Base.1.12.ResourceMissingAtURI", "No job at %s." % path))
             return _json(job)

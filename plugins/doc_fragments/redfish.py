@@ -56,7 +56,9 @@ options:
     default: basic
   system_id:
     description:
-      - C(Id) (or C(@odata.id)) of the ComputerSystem to manage. Needed only when the BMC
-        exposes several systems; the task fails and lists them when it is needed and missing.
+      - C(Id) (or C(@odata.id)) of the ComputerSystem to manage. Needed only when several systems
+        can do the job (a C(Bios) link for M(gpufleet.provision.redfish_bios), a reset action for
+        M(gpufleet.provision.redfish_power)). A DGX lists its HGX baseboard as a second system, and the
+        one with a Bios is chosen. The task fails and lists them when it is needed and missing.
     type: str
 '''

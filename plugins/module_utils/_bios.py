@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""BIOS settings through Redfish: vendor profiles as data, pure diff/pending logic, and the flow.
+"""BIOS settings through Redfish: pure diff/pending logic, validation, and the flow over a client.
 
 The trap this avoids (community.general bug reports): comparing desired values with the current
 attributes only re-PATCHes on every run while a change waits for the reboot. Every desired
@@ -12,9 +12,10 @@ attribute is classified against current AND pending:
     anything else (incl. a pending value that
     would undo a correct current one)             -> "write"
 
-Vendor attribute names and values below are defaults: every name and value is checked against
-the BMC's attribute registry before anything is written. Sources: DMTF/vendor Redfish samples,
-vendor BIOS references; names marked unverified in docs/redfish.md.
+Where the pieces are: the registry (finding it is Bios.load_registry; reading it, locks from its
+Dependencies, ValueDisplayNames) in _bios_registry; portable settings resolved on it in
+_bios_resolve; vendor rules (Dell jobs) here. Every name and value is checked against the BMC's
+registry before anything is written.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -25,101 +26,30 @@ import difflib
 
 from ansible_collections.gpufleet.provision.plugins.module_utils._redfish import RedfishError, link
 
-PORTABLE_SETTINGS = ("snc", "hyperthreading", "vtx", "vtd", "sriov", "acs", "power_profile")
-SNC_VALUES = ("off", "snc2", "snc4", "nps1", "nps2", "nps4")
-POWER_PROFILES = ("performance", "efficiency", "custom")
+from ansible_collections.gpufleet.provision.plugins.module_utils import _bios_registry as registry_lib
+from ansible_collections.gpufleet.provision.plugins.module_utils import _bios_resolve as resolve_lib
 
-_ON_OFF = {True: "Enabled", False: "Disabled"}
-_AMI_ON_OFF = {True: "Enable", False: "Disable"}
+# Re-exported for the module's argument spec and other callers.
+HINTS = resolve_lib.HINTS
+PORTABLE_SETTINGS = resolve_lib.PORTABLE_SETTINGS
+POWER_PROFILES = resolve_lib.POWER_PROFILES
+SNC_VALUES = resolve_lib.SNC_VALUES
 
-# Portable setting -> vendor attribute and the raw value for each portable value.
+# Vendor rules, for vendors known from the Manufacturer (or the registry's OwningEntity). Names
+# and values are in _bios_resolve.HINTS; a BMC of any other vendor is driven by its registry alone.
 PROFILES = {
-    "dell": {
-        "match": ("dell",),
-        "settings": {
-            "snc": ("SubNumaCluster", {"off": "Disabled", "snc2": "2WayClustering", "snc4": "4WayClustering"}),
-            "hyperthreading": ("LogicalProc", _ON_OFF),
-            # One BIOS switch covers VT-x and VT-d on PowerEdge ("Virtualization Technology").
-            "vtx": ("ProcVirtualization", _ON_OFF),
-            "vtd": ("ProcVirtualization", _ON_OFF),
-            "sriov": ("SriovGlobalEnable", _ON_OFF),
-            "power_profile": ("SysProfile", {"performance": "PerfOptimized", "efficiency": "PerfPerWattOptimizedDapc",
-                                             "custom": "Custom"}),
-        },
-        # iDRAC keeps these read-only unless SysProfile is Custom: set it first, in the same PATCH.
-        "requires": {
-            "ProcCStates": ("SysProfile", "Custom"),
-            "ProcC1E": ("SysProfile", "Custom"),
-            "ProcTurboMode": ("SysProfile", "Custom"),
-            "ProcPwrPerf": ("SysProfile", "Custom"),
-            "EnergyPerformanceBias": ("SysProfile", "Custom"),
-            "UncoreFrequency": ("SysProfile", "Custom"),
-        },
-        "config_job": True,
-    },
-    "lenovo": {
-        "match": ("lenovo",),
-        "settings": {
-            "snc": ("Processors_SNC", {"off": "Disabled", "snc2": "SNC2", "snc4": "SNC4"}),
-            "hyperthreading": ("Processors_HyperThreading", _ON_OFF),
-            "vtx": ("Processors_IntelVirtualizationTechnology", _ON_OFF),
-            "vtd": ("DevicesandIOPorts_IntelVTforDirectedIOVTd", _ON_OFF),
-            "sriov": ("DevicesandIOPorts_SRIOV", _ON_OFF),
-            "acs": ("Processors_PCIeACSCTL", _ON_OFF),
-            "power_profile": ("OperatingModes_ChooseOperatingMode", {"performance": "MaximumPerformance",
-                                                                     "efficiency": "MaximumEfficiency",
-                                                                     "custom": "CustomMode"}),
-        },
-        "requires": {},
-        "config_job": False,
-    },
-    "hpe": {
-        "match": ("hpe", "hewlett packard", "hp"),
-        "settings": {
-            # iLO: "Enabled" means SNC2 (two clusters per socket). Unverified.
-            "snc": ("SubNumaClustering", {"off": "Disabled", "snc2": "Enabled", "snc4": "Snc4"}),
-            "hyperthreading": ("ProcHyperthreading", _ON_OFF),
-            "vtx": ("ProcVirtualization", _ON_OFF),
-            "vtd": ("IntelProcVtd", _ON_OFF),
-            "sriov": ("Sriov", _ON_OFF),
-            "power_profile": ("WorkloadProfile", {"performance": "HighPerformanceCompute",
-                                                  "efficiency": "GeneralPowerEfficientCompute", "custom": "Custom"}),
-        },
-        "requires": {},
-        "config_job": False,
-    },
-    "supermicro": {
-        "match": ("supermicro",),
-        # Unverified: Supermicro names carry a build-specific suffix. Override with `attributes`.
-        "settings": {
-            "snc": ("SNC#0232", {"off": "Disable", "snc2": "Enable SNC2 (2-clusters)", "snc4": "Enable SNC4 (4-clusters)"}),
-            "hyperthreading": ("Hyper-Threading#01A7", _AMI_ON_OFF),
-            "vtx": ("IntelVirtualizationTechnology#01A9", _AMI_ON_OFF),
-            "vtd": ("IntelVT_dTechnology#0241", _AMI_ON_OFF),
-            "sriov": ("SR_IOVSupport#0197", _AMI_ON_OFF),
-            "acs": ("ACSControl#0245", _AMI_ON_OFF),
-            "power_profile": ("PowerTechnology#01B7", {"performance": "Disable", "efficiency": "Energy Efficient",
-                                                       "custom": "Custom"}),
-        },
-        "requires": {},
-        "config_job": False,
-    },
-    "ami": {
-        "match": ("ami", "american megatrends", "nvidia"),
-        "settings": {
-            "snc": ("SncEn", {"off": "Disable", "snc2": "Enable SNC2", "snc4": "Enable SNC4"}),
-            "hyperthreading": ("ProcessorHyperThreading", _AMI_ON_OFF),
-            "vtx": ("ProcessorVmxEnable", _AMI_ON_OFF),
-            "vtd": ("VTdSupport", _AMI_ON_OFF),
-            "sriov": ("SRIOVEnable", _AMI_ON_OFF),
-            "acs": ("PCIeACSControl", _AMI_ON_OFF),
-            "power_profile": ("ProcessorEppProfile", {"performance": "Performance", "efficiency": "Balanced Power"}),
-        },
-        "requires": {},
-        "config_job": False,
-    },
+    "dell": {"match": ("dell",), "config_job": True,
+             # iDRAC keeps these read-only unless SysProfile is Custom. The registry's Dependencies
+             # say so too and win when present; this table serves a BMC without a registry.
+             "requires": dict((name, ("SysProfile", "Custom")) for name in (
+                 "ProcCStates", "ProcC1E", "ProcTurboMode", "ProcPwrPerf", "EnergyPerformanceBias", "UncoreFrequency"))},
+    "lenovo": {"match": ("lenovo",), "config_job": False, "requires": {}},
+    "hpe": {"match": ("hpe", "hewlett packard", "hp"), "config_job": False, "requires": {}},
+    "supermicro": {"match": ("supermicro",), "config_job": False, "requires": {}},
+    "ami": {"match": ("ami", "american megatrends", "nvidia"), "config_job": False, "requires": {}},
 }
 VENDORS = tuple(sorted(PROFILES))
+GENERIC = "generic"
 
 
 class BiosError(RedfishError):
@@ -137,32 +67,42 @@ def detect_vendor(manufacturer):
     return None
 
 
-def translate(vendor, settings):
-    """Portable settings -> {raw attribute: value}. Fails on unmapped keys and on conflicts."""
-    profile = PROFILES[vendor]["settings"]
-    out = {}
-    origin = {}
-    for key in PORTABLE_SETTINGS:
-        if key not in (settings or {}) or settings[key] is None:
-            continue
-        value = settings[key]
-        if key not in profile:
-            raise BiosError("vendor profile %s has no BIOS attribute for setting %s (mapped: %s); "
-                            "use attributes with the raw name instead" % (vendor, key, ", ".join(sorted(profile))))
-        name, values = profile[key]
-        if value not in values:
-            raise BiosError("setting %s=%r is not available in vendor profile %s (choices: %s)" % (
-                key, value, vendor, ", ".join(str(v) for v in values)))
-        raw = values[value]
-        if name in out and out[name] != raw:
-            raise BiosError("settings %s and %s both map to %s attribute %s but want %r and %r" % (
-                origin[name], key, vendor, name, out[name], raw))
-        out[name] = raw
-        origin[name] = key
+def resolve_settings(settings, registry, vendor=None, current=None):
+    """Portable settings -> ({raw attribute: value}, [resolution], [unresolved resolution]).
+
+    Every setting is resolved against the registry (see _bios_resolve); two settings on one
+    attribute (Dell's ProcVirtualization is VT-x and VT-d) must agree.
+    """
     unknown = sorted(set(settings or {}) - set(PORTABLE_SETTINGS))
     if unknown:
         raise BiosError("unknown portable settings %s (known: %s)" % (", ".join(unknown), ", ".join(PORTABLE_SETTINGS)))
-    return out
+    out, origin, resolutions, unresolved = {}, {}, [], []
+    for key in PORTABLE_SETTINGS:
+        if key not in (settings or {}) or settings[key] is None:
+            continue
+        if registry:
+            res = resolve_lib.resolve(key, settings[key], registry, vendor)
+        else:
+            res = resolve_lib.resolve_without_registry(key, settings[key], current or {}, vendor)
+        resolutions.append(res)
+        if res["problem"]:
+            unresolved.append(res)
+            continue
+        name, raw = res["attribute"], res["value"]
+        if name in out and out[name] != raw:
+            raise BiosError("settings %s and %s both resolve to attribute %s on this BMC but want %r and %r" % (
+                origin[name], key, name, out[name], raw))
+        out[name] = raw
+        origin[name] = key
+    return out, resolutions, unresolved
+
+
+def format_unresolved(bmc, unresolved):
+    return "BMC %s: nothing written: %s" % (bmc, "; ".join(
+        "%s=%s %s%s" % (r["setting"], r["wanted"], r["problem"],
+                        (" [candidates: %s]" % ", ".join(r["candidates"])) if r["candidates"] and
+                        not all(c in r["problem"] for c in r["candidates"]) else "")
+        for r in unresolved))
 
 
 def merge_desired(attributes, translated):
@@ -175,42 +115,37 @@ def merge_desired(attributes, translated):
     return out
 
 
-def parse_registry(document):
-    """AttributeRegistry resource -> {name: {"type", "values" (list or None), "read_only"}}.
-
-    Sample: {"RegistryEntries": {"Attributes": [{"AttributeName": "LogicalProc", "Type": "Enumeration",
-             "ReadOnly": false, "Value": [{"ValueName": "Enabled"}, {"ValueName": "Disabled"}]}]}}
-    """
-    out = {}
-    for entry in ((document or {}).get("RegistryEntries") or {}).get("Attributes") or []:
-        name = entry.get("AttributeName")
-        if not name:
-            continue
-        values = None
-        if entry.get("Type") == "Enumeration":
-            values = [v.get("ValueName") for v in entry.get("Value") or [] if isinstance(v, dict)]
-        out[name] = {"type": entry.get("Type"), "values": values, "read_only": bool(entry.get("ReadOnly"))}
-    return out
+parse_registry = registry_lib.parse_registry
 
 
 def coerce(desired, registry):
-    """Match YAML-typed input to the registry's types (Integer "3" -> 3, Boolean "true" -> True)."""
+    """Match input to the registry: Integer "3" -> 3, Boolean "true" -> True, a ValueDisplayName
+    ("2-Way Clustering") -> its ValueName ("2-Way")."""
     out = {}
     for name, value in desired.items():
-        kind = (registry.get(name) or {}).get("type")
+        spec = registry.get(name) or {}
+        kind = spec.get("type")
         if kind == "Integer" and isinstance(value, str) and value.lstrip("-").isdigit():
             value = int(value)
         elif kind == "Boolean" and isinstance(value, str) and value.lower() in ("true", "false"):
             value = value.lower() == "true"
+        elif kind == "Enumeration":
+            value = registry_lib.to_value_name(spec, value)
         out[name] = value
     return out
 
 
-def validate(bmc, desired, registry, current):
-    """Every name known and every value allowed, or one error listing all problems. No registry:
-    names must at least exist among the current attributes (a Bios resource lists all of them)."""
+def validate(bmc, desired, registry, current, dependencies=None, pending=None):
+    """Every name known, every value allowed, nothing locked, or one error listing all problems.
+
+    Locks are the registry's ReadOnly Dependencies evaluated on what the BIOS will have after the
+    reset (desired over pending over current). No registry: names must at least exist among the
+    current attributes (a Bios resource lists all of them)."""
     problems = []
     known = registry if registry else current
+    after = dict(current or {})
+    after.update(pending or {})
+    after.update(desired)
     for name in sorted(desired):
         value = desired[name]
         if name not in known:
@@ -222,8 +157,10 @@ def validate(bmc, desired, registry, current):
         if not registry:
             continue
         spec = registry[name]
-        if spec["read_only"]:
-            problems.append("attribute %s is read-only in the registry" % name)
+        locked, dep = registry_lib.lock_state(name, spec, dependencies or [], after)
+        if locked:
+            problems.append("attribute %s is read-only%s" % (
+                name, (" while %s" % registry_lib.describe(dep["terms"])) if dep else " in the registry"))
         elif spec["values"] is not None and value not in spec["values"]:
             problems.append("attribute %s: value %r not allowed (allowed: %s)" % (name, value, ", ".join(map(str, spec["values"]))))
         elif spec["type"] == "Integer" and (isinstance(value, bool) or not isinstance(value, int)):
@@ -234,28 +171,48 @@ def validate(bmc, desired, registry, current):
         raise BiosError("BMC %s: nothing written: %s" % (bmc, "; ".join(problems)))
 
 
-def add_dependencies(vendor, desired):
-    """Prepend controlling attributes a vendor requires (Dell SysProfile=Custom).
+def add_dependencies(vendor, desired, registry=None, dependencies=None, current=None, pending=None):
+    """Prepend the controlling attributes that unlock desired ones (Dell SysProfile=Custom).
 
-    Returns (ordered desired dict, {controller: reason}) - controllers first so one PATCH works.
-    """
-    requires = PROFILES[vendor]["requires"] if vendor in PROFILES else {}
-    deps = {}
-    reasons = {}
-    for name in desired:
-        if name not in requires:
-            continue
-        ctrl, needed = requires[name]
-        if ctrl in desired:
-            if desired[ctrl] != needed:
-                raise BiosError("attribute %s needs %s=%s on %s, but %s=%s is requested" % (
-                    name, ctrl, needed, vendor, ctrl, desired[ctrl]))
-            continue
-        # Always part of the plan: classify() finds it current or pending (no write) when already so,
-        # and verify then checks it too.
-        deps[ctrl] = needed
-        reasons[ctrl] = "required by %s" % name
-    ordered = dict(deps)
+    From the registry's ReadOnly Dependencies when it has any (a single "X is not V" lock is
+    released by X=V), else from the vendor table. Returns (ordered desired, {controller: reason}),
+    controllers first so one PATCH works."""
+    deps, reasons = {}, {}
+    after = dict(current or {})
+    after.update(pending or {})
+    after.update(desired)
+    if registry and dependencies:
+        for name in desired:
+            if name not in registry:
+                continue
+            locked, dep = registry_lib.lock_state(name, registry[name], dependencies, after)
+            if not locked or dep is None:
+                continue
+            release = registry_lib.unlock(dep, registry)
+            if not release:
+                continue
+            (ctrl, needed), = release.items()
+            if ctrl in desired and desired[ctrl] != needed:
+                raise BiosError("attribute %s needs %s=%s (registry dependency), but %s=%s is requested" % (
+                    name, ctrl, needed, ctrl, desired[ctrl]))
+            deps[ctrl] = needed
+            reasons[ctrl] = "unlocks %s (registry: read-only while %s)" % (name, registry_lib.describe(dep["terms"]))
+    else:
+        requires = PROFILES[vendor]["requires"] if vendor in PROFILES else {}
+        for name in desired:
+            if name not in requires:
+                continue
+            ctrl, needed = requires[name]
+            if ctrl in desired:
+                if desired[ctrl] != needed:
+                    raise BiosError("attribute %s needs %s=%s on %s, but %s=%s is requested" % (
+                        name, ctrl, needed, vendor, ctrl, desired[ctrl]))
+                continue
+            # Always part of the plan: classify() finds it current or pending (no write) when already so,
+            # and verify then checks it too.
+            deps[ctrl] = needed
+            reasons[ctrl] = "required by %s" % name
+    ordered = dict((k, v) for k, v in deps.items() if k not in desired)
     ordered.update(desired)
     return ordered, reasons
 
@@ -333,21 +290,31 @@ def job_problem(job):
     return None
 
 
+def pending_changes(current, settings_object):
+    """What a reset would change: the settings object's attributes that differ from current.
+
+    Dell's Bios/Settings holds only the pending attributes; Lenovo's Bios/Pending, HPE's
+    bios/settings and AMI's Bios/SD hold every attribute, most equal to the current value."""
+    return dict((k, v) for k, v in (settings_object or {}).items() if current.get(k, _MISSING) != v)
+
+
+def _has_bios(system):
+    return bool(link(system, "Bios"))
+
+
 class Bios:
     """The I/O flow over a RedfishClient: discover, read, validate, plan, write. No Ansible here."""
 
     def __init__(self, client, system_id=None, vendor="auto"):
         self.client = client
-        self.system_path, self.system = client.find_system(system_id)
-        manufacturer = self.system.get("Manufacturer")
-        if vendor in (None, "", "auto"):
-            vendor = detect_vendor(manufacturer)
-            if vendor is None:
-                raise BiosError("BMC %s: cannot tell the vendor from Manufacturer %r; set vendor (one of %s)" % (
-                    client.name, manufacturer, ", ".join(VENDORS)))
-        elif vendor not in PROFILES:
-            raise BiosError("vendor %r unknown (known: %s)" % (vendor, ", ".join(VENDORS)))
-        self.vendor = vendor
+        self.system_path, self.system = client.find_system(system_id, usable=_has_bios, purpose="a Bios link")
+        self.manufacturer = self.system.get("Manufacturer")
+        if vendor not in (None, "", "auto", GENERIC) and vendor not in PROFILES:
+            raise BiosError("vendor %r unknown (known: auto, %s, %s)" % (vendor, GENERIC, ", ".join(VENDORS)))
+        self.vendor_option = vendor or "auto"
+        self.vendor = vendor if vendor in PROFILES else None
+        if self.vendor_option == "auto":
+            self.vendor = detect_vendor(self.manufacturer)
         self.bios_path = link(self.system, "Bios")
         if not self.bios_path:
             raise BiosError("BMC %s: system %s has no Bios link" % (client.name, self.system_path))
@@ -358,46 +325,113 @@ class Bios:
             raise BiosError("BMC %s: %s has no @Redfish.Settings.SettingsObject, so pending values cannot be told "
                             "from current ones; refusing to write" % (client.name, self.bios_path))
         self.apply_times = settings.get("SupportedApplyTimes") or []
-        self.current = self.bios.get("Attributes") or {}
-        self.pending = client.get(self.settings_path).get("Attributes") or {}
         self.registry = {}
+        self.dependencies = []
         self.registry_uri = None
+        self.registry_note = None
+        self.raw_current = self.bios.get("Attributes") or {}
+        self.current = dict(self.raw_current)
+        self.read_settings_object()
 
+    def read_settings_object(self):
+        body, self.etag = self.client.get_with_etag(self.settings_path)
+        self.settings_object = (body or {}).get("Attributes") or {}
+        self.pending = pending_changes(self.current, registry_lib.normalize_values(self.settings_object, self.registry))
+        return self.pending
+
+    @property
+    def vendor_name(self):
+        return self.vendor or GENERIC
+
+    # -- registry ---------------------------------------------------------------------------------
     def load_registry(self):
-        """Find the AttributeRegistry named by the Bios resource under /redfish/v1/Registries."""
+        """Find the AttributeRegistry the Bios resource names, the way the standard says, then the
+        vendor places seen in the wild. Sets registry, dependencies, registry_uri, registry_note."""
         wanted = self.bios.get("AttributeRegistry")
         if not wanted:
+            self.registry_note = "the Bios resource names no AttributeRegistry"
             return {}
+        document, self.registry_uri, tried = self._find_registry(wanted)
+        if document is None:
+            self.registry_note = "registry %s not found (tried %s)" % (wanted, ", ".join(tried) or "nothing")
+            return {}
+        self.registry = registry_lib.parse_registry(document)
+        self.dependencies = registry_lib.parse_dependencies(document)
+        if self.vendor is None and self.vendor_option == "auto":
+            self.vendor = detect_vendor(document.get("OwningEntity"))
+        # Some BMCs report ValueDisplayNames in Attributes: compare ValueNames throughout.
+        self.current = registry_lib.normalize_values(self.raw_current, self.registry)
+        self.pending = pending_changes(self.current, registry_lib.normalize_values(self.settings_object, self.registry))
+        return self.registry
+
+    def _fetch(self, uri, kind="Uri"):
+        try:
+            if kind == "PublicationUri":
+                return self.client.get_public(uri)
+            return self.client.get(uri)
+        except RedfishError as exc:
+            # Not there (4xx) is an answer; a BMC that stops answering is an error. A public
+            # PublicationUri is a courtesy: air-gapped sites never reach it.
+            if kind == "PublicationUri" or exc.status in (400, 404, 405, 406, 410):
+                return None
+            raise
+
+    def _registry_document(self, wanted, entry, tried):
+        for kind, uri in registry_lib.locations(entry):
+            tried.append(uri)
+            doc = self._fetch(uri, kind)
+            if isinstance(doc, dict) and (doc.get("RegistryEntries") or {}).get("Attributes") is not None:
+                return doc, uri
+        return None, None
+
+    def _find_registry(self, wanted):
+        tried = []
         root = self.client.get("/redfish/v1")
         coll = link(root, "Registries")
-        if not coll:
-            return {}
-        for member in self.client.get(coll).get("Members") or []:
-            path = member.get("@odata.id")
-            if not path:
-                continue
-            entry = self.client.get(path)
-            if wanted not in (entry.get("Registry"), entry.get("Id")) and not path.endswith("/" + wanted):
-                continue
-            # Location: [{"Language": "en-US", "Uri": ".../BiosAttributeRegistryProt0.208.208.0.json"}]
-            uris = [loc.get("Uri") for loc in entry.get("Location") or [] if loc.get("Uri")]
-            english = [loc.get("Uri") for loc in entry.get("Location") or []
-                       if loc.get("Uri") and str(loc.get("Language") or "en").lower().startswith("en")]
-            if english or uris:
-                self.registry_uri = (english or uris)[0]
-                self.registry = parse_registry(self.client.get(self.registry_uri))
-                return self.registry
-        return {}
+        if coll:
+            members = [m.get("@odata.id") for m in self.client.get(coll).get("Members") or [] if m.get("@odata.id")]
+            # The member's path usually carries its Id: try exact, then version-tolerant, GETting
+            # only those; the others only when none matched by path (one GET each).
+            ranked = sorted(((registry_lib.registry_match(wanted, path), path) for path in members), key=lambda r: -r[0])
+            by_path = [path for score, path in ranked if score]
+            rest = [path for score, path in ranked if not score]
+            for group in (by_path, rest):
+                entries = []
+                for path in group:
+                    entry = self._fetch(path)
+                    if not isinstance(entry, dict):
+                        continue
+                    score = registry_lib.registry_match(wanted, entry.get("Id"), entry.get("Registry"), path)
+                    if score:
+                        entries.append((score, path, entry))
+                for _score, _path, entry in sorted(entries, key=lambda e: -e[0]):
+                    doc, uri = self._registry_document(wanted, entry, tried)
+                    if doc is not None:
+                        return doc, uri, tried
+                if entries:
+                    break
+        # Vendor places seen in the wild: Dell links Bios/BiosRegistry, HPE keeps a registry store.
+        for uri in (self.bios_path.rstrip("/") + "/BiosRegistry",
+                    "/redfish/v1/registrystore/registries/en/%s" % wanted.lower()):
+            tried.append(uri)
+            doc = self._fetch(uri)
+            if isinstance(doc, dict) and (doc.get("RegistryEntries") or {}).get("Attributes") is not None:
+                return doc, uri, tried
+        return None, None, tried
 
     # -- Dell jobs -------------------------------------------------------------------------------
+    def manager_path(self):
+        return link(self.system, "Links", "ManagedBy")
+
     def jobs_path(self):
-        manager = link(self.system, "Links", "ManagedBy")
+        """Where Dell lists jobs: Links.Oem.Dell.Jobs of the manager (iDRAC 9/6), else <manager>/Jobs."""
+        manager = self.manager_path()
         if not manager:
             return None
-        return link(self.client.get(manager), "Links", "Oem", "Dell", "Jobs")
+        return link(self.client.get(manager), "Links", "Oem", "Dell", "Jobs") or manager.rstrip("/") + "/Jobs"
 
     def bios_job(self):
-        """The newest BIOS configuration job that is Scheduled/Running/Failed-stuck, or None."""
+        """The newest BIOS configuration job that is Scheduled/Running/New, or None."""
         path = self.jobs_path()
         if not path:
             return None
@@ -409,24 +443,35 @@ class Bios:
         return found
 
     def needs_job(self):
-        return PROFILES[self.vendor]["config_job"]
+        return bool(self.vendor and PROFILES[self.vendor]["config_job"])
 
     def create_job(self):
-        path = self.jobs_path()
-        if not path:
-            raise BiosError("BMC %s: Dell system without Links.Oem.Dell.Jobs on its manager: cannot schedule the "
-                            "BIOS configuration job" % self.client.name)
-        resp = self.client.post(path, {"TargetSettingsURI": self.settings_path})
+        """POST {"TargetSettingsURI": <settings object>} to <manager>/Jobs: the endpoint Dell's own
+        scripts and community.general use on iDRAC 8/9 (the Oem/Dell/Jobs link is for reading)."""
+        manager = self.manager_path()
+        if not manager:
+            raise BiosError("BMC %s: Dell system without Links.ManagedBy: cannot schedule the BIOS configuration job"
+                            % self.client.name)
+        resp = self.client.post(manager.rstrip("/") + "/Jobs", {"TargetSettingsURI": self.settings_path})
         return resp.header("Location")
 
     def write(self, attributes):
-        """PATCH only the given attributes to the settings object, OnReset where supported.
-
-        Returns the job URI Dell reports in Location, if any."""
+        """PATCH only the given attributes to the settings object, with If-Match when the settings
+        object has an ETag (AMI answers 428 without it), OnReset only where advertised. A 412/428
+        gets one retry with a fresh ETag. Returns the job URI Dell reports in Location, if any."""
         body = {"Attributes": attributes}
         if "OnReset" in self.apply_times:
             body["@Redfish.SettingsApplyTime"] = {"ApplyTime": "OnReset"}
-        resp = self.client.patch(self.settings_path, body)
+        try:
+            resp = self.client.patch(self.settings_path, body, {"If-Match": self.etag} if self.etag else None)
+        except RedfishError as exc:
+            if exc.status not in (412, 428):
+                raise
+            _body, self.etag = self.client.get_with_etag(self.settings_path)
+            if not self.etag:
+                raise BiosError("BMC %s: PATCH %s answered %d (precondition) and the settings object has no ETag to "
+                                "send in If-Match" % (self.client.name, self.settings_path, exc.status), exc.status)
+            resp = self.client.patch(self.settings_path, body, {"If-Match": self.etag})
         location = resp.header("Location")
         if location and "/Jobs/" in location:
             return location

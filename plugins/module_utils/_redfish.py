@@ -103,8 +103,9 @@ class RedfishClient:
             return path
         return self.base + path
 
-    def _open(self, method, path, body, use_auth):
+    def _open(self, method, path, body, use_auth, extra_headers=None):
         headers = {"Accept": "application/json", "OData-Version": "4.0"}
+        headers.update(extra_headers or {})
         data = None
         if body is not None:
             data = json.dumps(body)
@@ -120,16 +121,16 @@ class RedfishClient:
         self.requests += 1
         return Request().open(method, self._url(path), data=data, **kwargs)
 
-    def request(self, method, path, body=None, use_auth=True, ok=(200, 201, 202, 204)):
+    def request(self, method, path, body=None, use_auth=True, ok=(200, 201, 202, 204), headers=None, retries=None):
         """Send one request with retries; return Response or raise RedfishError."""
-        attempts = self.retries + 1
+        attempts = (self.retries if retries is None else retries) + 1
         last = None
         tried = 0
         for attempt in range(attempts):
             tried = attempt + 1
             retry_after = None
             try:
-                resp = self._open(method, path, body, use_auth)
+                resp = self._open(method, path, body, use_auth, headers)
                 raw = resp.read()
                 status = resp.getcode()
                 headers = dict(resp.headers.items())
@@ -223,8 +224,18 @@ class RedfishClient:
     def get(self, path):
         return self.request("GET", path).body
 
-    def patch(self, path, body):
-        return self.request("PATCH", path, body)
+    def get_with_etag(self, path):
+        """(body, ETag) of a resource: the ETag header, else the body's @odata.etag, else None."""
+        resp = self.request("GET", path)
+        return resp.body, resp.header("ETag") or (resp.body or {}).get("@odata.etag")
+
+    def get_public(self, url):
+        """GET an absolute URL outside the BMC (a registry's PublicationUri): no credentials are
+        sent, TLS is verified as for the BMC, one attempt only (air-gapped sites never answer)."""
+        return self.request("GET", url, use_auth=False, retries=0).body
+
+    def patch(self, path, body, headers=None):
+        return self.request("PATCH", path, body, headers=headers)
 
     def post(self, path, body):
         return self.request("POST", path, body)
@@ -255,29 +266,40 @@ class RedfishClient:
         self._session_uri = None
 
     # -- discovery -----------------------------------------------------------------------------
-    def find_system(self, system_id=None):
-        """Return (path, resource) of the system: the named one, or the only one."""
+    def find_system(self, system_id=None, usable=None, purpose=None):
+        """Return (path, resource) of the system: the named one, or the only one (among those
+        ``usable(resource)`` accepts, when several: a DGX lists its HGX baseboard as a second system)."""
         self.login()
         root = self.get(SERVICE_ROOT)
         systems_path = (root.get("Systems") or {}).get("@odata.id")
         if not systems_path:
             raise RedfishError("BMC %s: the service root links no Systems collection" % self.name)
         members = [m.get("@odata.id") for m in self.get(systems_path).get("Members") or [] if m.get("@odata.id")]
-        return select_system(self.name, members, system_id, self.get)
+        return select_system(self.name, members, system_id, self.get, usable, purpose)
 
 
-def select_system(name, members, system_id, get):
-    """Pick the system: by Id or path when named; the single member otherwise."""
+def select_system(name, members, system_id, get, usable=None, purpose=None):
+    """Pick the system: by Id or path when named; the single member otherwise; among several, the
+    only one ``usable(resource)`` accepts (``purpose`` names what it must have, for the message)."""
     if system_id:
         for path in members:
-            if path.rstrip("/").rsplit("/", 1)[-1] == system_id or path == system_id:
+            if path.rstrip("/").rsplit("/", 1)[-1] == system_id or path.rstrip("/") == system_id.rstrip("/"):
                 return path, get(path)
         raise RedfishError("BMC %s: no system %r (systems: %s)" % (name, system_id, ", ".join(members) or "none"))
     if len(members) == 1:
         return members[0], get(members[0])
     if not members:
         raise RedfishError("BMC %s: the Systems collection is empty" % name)
-    raise RedfishError("BMC %s: %d systems (%s): name one with system_id" % (name, len(members), ", ".join(members)))
+    if usable is not None:
+        found = [(path, doc) for path, doc in ((p, get(p)) for p in members) if usable(doc)]
+        if len(found) == 1:
+            return found[0]
+        if not found:
+            raise RedfishError("BMC %s: none of the %d systems (%s) has %s" % (
+                name, len(members), ", ".join(members), purpose or "what this module needs"))
+        members = [path for path, _doc in found]
+    raise RedfishError("BMC %s: %d systems (%s)%s: name one with system_id" % (
+        name, len(members), ", ".join(members), (" have %s" % purpose) if usable is not None and purpose else ""))
 
 
 def link(resource, *keys):

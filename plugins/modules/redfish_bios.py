@@ -12,17 +12,30 @@ module: redfish_bios
 short_description: Set BIOS attributes through a BMC's Redfish API, telling pending from current
 version_added: 0.1.0
 description:
-  - Finds the system from C(/redfish/v1/Systems), follows its C(Bios) link and the
-    C(@Redfish.Settings.SettingsObject) link (C(/Bios/Settings), C(/Bios/Pending), C(/BIOS/Settings)...),
-    never building vendor URLs by hand.
-  - Desired values come as raw vendor O(attributes) and/or portable O(settings) translated through
-    the vendor profile (Dell, HPE, Lenovo, Supermicro, AMI/HGX) detected from the system's Manufacturer.
-  - Before any write, every name and value is checked against the BMC's BIOS attribute registry
-    when it publishes one; an unknown name or value fails the task, names the allowed values and
-    writes nothing.
-  - Each desired attribute is compared with the current AND the pending values. Already current is
-    ok; already pending gives C(changed=false) and RV(reboot_required=true); only differing attributes
-    are PATCHed, with C(@Redfish.SettingsApplyTime) C(OnReset) where the BMC lists it.
+  - Finds the system from C(/redfish/v1/Systems) (the only one with a C(Bios) link when there are
+    several, as on a DGX), follows its C(Bios) link and the C(@Redfish.Settings.SettingsObject) link
+    (C(/Bios/Settings), C(/Bios/Pending), C(/Bios/SD), C(/bios/settings)...), never building vendor URLs by hand.
+  - Finds the BIOS attribute registry the way the standard says, the Bios's C(AttributeRegistry) ->
+    the C(/redfish/v1/Registries) member whose Id matches (versions may differ) -> its C(Location) C(Uri)
+    (C(PublicationUri) without credentials as a last resort), then the places vendors use (Dell
+    C(Bios/BiosRegistry), HPE C(registrystore)).
+  - Desired values come as raw O(attributes) and/or portable O(settings). A portable setting is
+    resolved against this BMC's own registry, by known names (hints per vendor, corrected on real
+    captures) and by the registry's metadata (DisplayName, HelpText), its value by meaning (2-way or
+    4-way clusters, NUMA domains per socket, enabled/disabled, inverted switches); RV(resolution) says how.
+    A setting this BMC cannot express, or can express two ways, fails the task naming the candidates
+    and writes nothing (O(unavailable=warn) leaves it alone with a warning instead).
+  - Raw attributes work on any standard Redfish BMC whatever its Manufacturer; vendor rules (Dell
+    configuration jobs) apply when the vendor is known.
+  - Before any write, every name and value is checked against the registry; an unknown name or value
+    fails the task, names the allowed values and writes nothing. C(ValueDisplayName)s are accepted.
+    An attribute read-only under a registry C(Dependency) (Dell C(ProcCStates) while C(SysProfile) is
+    not C(Custom)) gets its controlling attribute first, in the same PATCH.
+  - Each desired attribute is compared with the current AND the pending values; a settings object
+    that holds every attribute (Lenovo, HPE, AMI) is pending only where it differs from current.
+    Already current is ok; already pending gives C(changed=false) and RV(reboot_required=true); only
+    differing attributes are PATCHed, with C(If-Match) (the settings object's ETag; one retry with a
+    fresh one on 412/428) and C(@Redfish.SettingsApplyTime) C(OnReset) only where the BMC lists it.
   - Dell iDRAC applies pending values only through a BIOS configuration job; the module creates it
     and fails when the job is stuck (C(Scheduled) with C(Job processing initialization failure.)).
   - O(state=verify) (after the reboot) fails when any desired attribute is not current, listing each
@@ -48,21 +61,34 @@ attributes:
 options:
   vendor:
     description:
-      - Vendor profile used to translate O(settings) and to know vendor rules (Dell config job,
-        Dell C(SysProfile=Custom) before processor power settings).
-      - V(auto) detects it from the ComputerSystem C(Manufacturer).
+      - Vendor whose known names are tried first for O(settings) and whose rules apply (Dell
+        configuration job; Dell C(SysProfile=Custom) when the BMC publishes no registry).
+      - V(auto) detects it from the ComputerSystem C(Manufacturer), else the registry's C(OwningEntity);
+        a BMC of any other vendor is driven by its registry alone (V(generic) forces that).
     type: str
-    choices: [auto, ami, dell, hpe, lenovo, supermicro]
+    choices: [auto, generic, ami, dell, hpe, lenovo, supermicro]
     default: auto
+  unavailable:
+    description:
+      - What to do with a portable setting this BMC cannot express (no such attribute, no such value,
+        or two equally good candidates).
+      - V(fail) fails the task before anything is written, naming the candidates found.
+      - V(warn) leaves that setting alone with a warning (listed in RV(unresolved)) and goes on with
+        the others; the validation gate still checks the node.
+    type: str
+    choices: [fail, warn]
+    default: fail
   attributes:
     description: 'Raw BIOS attributes, vendor names and values, for example C({LogicalProc: Enabled}).'
     type: dict
   settings:
-    description: Portable settings translated through the vendor profile.
+    description: Portable settings, resolved against this BMC's attribute registry.
     type: dict
     suboptions:
       snc:
-        description: Sub-NUMA clustering (Intel SNC) or AMD NUMA nodes per socket.
+        description:
+          - Sub-NUMA clustering (Intel SNC, V(off), V(snc2), V(snc4)) or AMD NUMA nodes per socket
+            (V(nps1), V(nps2), V(nps4)). An Intel value on an AMD BMC, or the reverse, is refused, not guessed.
         type: str
         choices: ["off", snc2, snc4, nps1, nps2, nps4]
       hyperthreading:
@@ -100,14 +126,14 @@ options:
     default: OnReset
 notes:
   - "Run it on the controller (C(delegate_to: localhost)): it talks to the BMC, not to the node."
-  - Attribute names and values differ by vendor and BIOS version. The registry check is the
-    authority; profile names marked unverified in docs/redfish.md are defaults.
+  - Attribute names and values differ by vendor, platform and BIOS version. The BMC's registry is the
+    authority; docs/redfish.md lists what each portable setting resolves to on real captured BMCs.
 seealso:
   - module: gpufleet.provision.redfish_power
 '''
 
 EXAMPLES = r'''
-- name: SNC4, hyper-threading and VT-d on, whatever the vendor
+- name: SNC4, hyper-threading and VT-d on, whatever the vendor (resolved on the BMC's own registry)
   gpufleet.provision.redfish_bios:
     baseurl: "https://{{ gpufleet_bmc_address }}"
     username: "{{ gpufleet_bmc_username }}"
@@ -117,12 +143,22 @@ EXAMPLES = r'''
   delegate_to: localhost
   register: bios
 
-- name: Raw Dell attributes (SysProfile=Custom is added first for ProcCStates)
+- name: The same on a mixed fleet, leaving alone what a BMC has no switch for (warned)
+  gpufleet.provision.redfish_bios:
+    baseurl: "https://{{ gpufleet_bmc_address }}"
+    username: "{{ gpufleet_bmc_username }}"
+    password: "{{ gpufleet_bmc_password }}"
+    ca_path: /etc/gpufleet/bmc-ca.pem
+    settings: {snc: snc4, hyperthreading: true, vtd: true, acs: false}
+    unavailable: warn
+  delegate_to: localhost
+
+- name: Raw Dell attributes (the registry locks ProcCStates until SysProfile=Custom, added first)
   gpufleet.provision.redfish_bios:
     baseurl: https://10.0.0.5
     username: root
     password: "{{ vault_idrac_password }}"
-    attributes: {ProcCStates: Disabled, SubNumaCluster: 4WayClustering}
+    attributes: {ProcCStates: Enabled, SubNumaCluster: 2-Way}
   delegate_to: localhost
 
 - name: After the reboot, every attribute must be current
@@ -137,10 +173,38 @@ EXAMPLES = r'''
 
 RETURN = r'''
 vendor:
-  description: Vendor profile used.
+  description: Vendor whose hints and rules were used, V(generic) when none.
   returned: success
   type: str
   sample: dell
+system:
+  description: The ComputerSystem managed.
+  returned: success
+  type: str
+  sample: /redfish/v1/Systems/System.Embedded.1
+registry:
+  description: Where the BIOS attribute registry was read, null when none was found.
+  returned: success
+  type: str
+  sample: /redfish/v1/Systems/System.Embedded.1/Bios/BiosRegistry
+resolution:
+  description: For each portable setting, the attribute and value chosen on this BMC and why, or the problem.
+  returned: success
+  type: list
+  elements: dict
+  sample: [{setting: snc, wanted: snc2, attribute: SubNumaCluster, value: 2-Way, candidates: [SubNumaCluster],
+            problem: null, how: "SubNumaCluster (known dell name, DisplayName 'Sub NUMA Cluster', name); '2-Way' is 2 clusters per socket"}]
+unresolved:
+  description: Portable settings left alone with O(unavailable=warn).
+  returned: success
+  type: list
+  elements: str
+  sample: [acs]
+dependencies:
+  description: Controlling attributes added to unlock desired ones, with the reason.
+  returned: success
+  type: dict
+  sample: {SysProfile: "unlocks ProcCStates (registry: read-only while SysProfile is not Custom)"}
 current:
   description: Current BIOS attributes as read before any write.
   returned: success
@@ -150,17 +214,17 @@ pending:
   description: Pending BIOS attributes after the task (what the next reset applies).
   returned: success
   type: dict
-  sample: {SubNumaCluster: 4WayClustering}
+  sample: {SubNumaCluster: 2-Way}
 desired:
   description: Raw attributes the task wants, dependencies first (Dell C(SysProfile)).
   returned: success
   type: dict
-  sample: {SubNumaCluster: 4WayClustering, LogicalProc: Enabled}
+  sample: {SubNumaCluster: 2-Way, LogicalProc: Enabled}
 changed_attributes:
   description: Attributes PATCHed by this run (or that would be, in check mode).
   returned: success
   type: dict
-  sample: {SubNumaCluster: 4WayClustering}
+  sample: {SubNumaCluster: 2-Way}
 already_pending:
   description: Desired attributes already pending from an earlier run, not written again.
   returned: success
@@ -178,7 +242,7 @@ diff:
       (pending if any, else current), after the desired one.
   returned: success
   type: dict
-  sample: {before: {SubNumaCluster: Disabled}, after: {SubNumaCluster: 4WayClustering}}
+  sample: {before: {SubNumaCluster: Disabled}, after: {SubNumaCluster: 2-Way}}
 job:
   description: Dell BIOS configuration job URI created or found scheduled, else null.
   returned: success
@@ -189,7 +253,7 @@ failures:
   returned: failure
   type: list
   elements: dict
-  sample: [{attribute: SubNumaCluster, expected: 4WayClustering, actual: Disabled, pending: 4WayClustering}]
+  sample: [{attribute: SubNumaCluster, expected: 2-Way, actual: Disabled, pending: 2-Way}]
 '''
 
 from ansible.module_utils.basic import AnsibleModule
@@ -208,24 +272,37 @@ SETTINGS_SPEC = dict(
 )
 
 
+def desired_from(module, bios, params):
+    """Raw attributes wanted: portable settings resolved on this BMC's registry, plus raw ones."""
+    settings = dict((k, v) for k, v in (params["settings"] or {}).items() if v is not None)
+    translated, resolutions, unresolved = _bios.resolve_settings(settings, bios.registry, bios.vendor, bios.current)
+    if unresolved and params["unavailable"] == "fail":
+        raise _bios.BiosError(_bios.format_unresolved(bios.client.name, unresolved))
+    for res in unresolved:
+        module.warn("BMC %s: setting %s=%s left alone: %s" % (bios.client.name, res["setting"], res["wanted"], res["problem"]))
+    desired = _bios.merge_desired(_bios.coerce(params["attributes"] or {}, bios.registry), translated)
+    if not desired and not unresolved:
+        raise _bios.BiosError("nothing to do: give attributes and/or settings")
+    desired, reasons = _bios.add_dependencies(bios.vendor, desired, bios.registry, bios.dependencies,
+                                              bios.current, bios.pending)
+    return _bios.coerce(desired, bios.registry), resolutions, unresolved, reasons
+
+
 def run(module, client):
     params = module.params
     bios = _bios.Bios(client, params["system_id"], params["vendor"])
     if params["apply_time"] == "omit":
         bios.apply_times = []
-    settings = dict((k, v) for k, v in (params["settings"] or {}).items() if v is not None)
-    desired = _bios.merge_desired(params["attributes"], _bios.translate(bios.vendor, settings))
-    if not desired:
-        raise _bios.BiosError("nothing to do: give attributes and/or settings")
-    desired, _reasons = _bios.add_dependencies(bios.vendor, desired)
     registry = bios.load_registry()
-    desired = _bios.coerce(desired, registry)
     if not registry:
-        module.warn("BMC %s publishes no BIOS attribute registry for %s: names checked against the current "
-                    "attributes only, values unchecked" % (client.name, bios.bios.get("AttributeRegistry")))
-    _bios.validate(client.name, desired, registry, bios.current)
+        module.warn("BMC %s: %s: names checked against the current attributes only, values unchecked" % (
+            client.name, bios.registry_note))
+    desired, resolutions, unresolved, reasons = desired_from(module, bios, params)
+    _bios.validate(client.name, desired, registry, bios.current, bios.dependencies, bios.pending)
 
-    result = dict(changed=False, vendor=bios.vendor, current=bios.current, desired=desired, job=None)
+    result = dict(changed=False, vendor=bios.vendor_name, system=bios.system_path, current=bios.current,
+                  desired=desired, job=None, resolution=resolutions, unresolved=[r["setting"] for r in unresolved],
+                  dependencies=reasons, registry=bios.registry_uri)
     # A scheduled (or stuck) Dell BIOS job only exists while values are pending: skip the Jobs
     # walk (one GET per job on iDRAC) in the steady state.
     job = bios.bios_job() if bios.needs_job() and bios.pending else None
@@ -260,7 +337,7 @@ def run(module, client):
             job_uri = bios.write(to_write)
         if make_job and not job_uri:
             job_uri = bios.create_job()
-        pending_after = client.get(bios.settings_path).get("Attributes") or {}
+        pending_after = bios.read_settings_object()
     result.update(changed=changed, pending=pending_after, changed_attributes=to_write,
                   already_pending=p["already_pending"], reboot_required=p["reboot_required"],
                   diff=p["diff"], job=job_uri)
@@ -270,7 +347,8 @@ def run(module, client):
 def main():
     argument_spec = connection_spec()
     argument_spec.update(
-        vendor=dict(type="str", choices=["auto"] + list(_bios.VENDORS), default="auto"),
+        vendor=dict(type="str", choices=["auto", _bios.GENERIC] + list(_bios.VENDORS), default="auto"),
+        unavailable=dict(type="str", choices=["fail", "warn"], default="fail"),
         attributes=dict(type="dict"),
         settings=dict(type="dict", options=SETTINGS_SPEC),
         state=dict(type="str", choices=["present", "verify"], default="present"),

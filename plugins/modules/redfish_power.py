@@ -99,6 +99,10 @@ from ansible_collections.gpufleet.provision.plugins.module_utils._redfish import
     connection_spec, power_cycle, reset_target, run_module)
 
 
+def can_reset(system):
+    return bool(((system.get("Actions") or {}).get("#ComputerSystem.Reset") or {}).get("target"))
+
+
 def main():
     argument_spec = connection_spec()
     argument_spec.update(
@@ -112,7 +116,8 @@ def main():
     p = module.params
 
     def work(client):
-        path, system = client.find_system(p["system_id"])
+        # A DGX lists its HGX baseboard as a second system, without a reset action: not a candidate.
+        path, system = client.find_system(p["system_id"], usable=can_reset, purpose="a #ComputerSystem.Reset action")
         reset_target(client.name, system)
         if module.check_mode:
             now = system.get("PowerState")

@@ -125,7 +125,7 @@ class Lab:
             time.sleep(0.5)
         raise AssertionError("%s: no new boot id within %d s (still %s)" % (host, timeout, old))
 
-    def redfish(self, host, method, path, body=None):
+    def redfish(self, host, method, path, body=None, headers=None):
         """One request to the twin's BMC (TLS verified against the lab CA, basic auth)."""
         ctx = ssl.create_default_context(cafile=os.path.join(self.state, "bmc-certs", "ca.pem"))
         url = "https://" + self.hosts[host]["gpufleet_bmc_address"] + path
@@ -135,6 +135,8 @@ class Lab:
         req.add_header("Authorization", "Basic " + base64.b64encode(auth.encode()).decode())
         if data is not None:
             req.add_header("Content-Type", "application/json")
+        for key, value in (headers or {}).items():
+            req.add_header(key, value)
         with urllib.request.urlopen(req, context=ctx, timeout=15) as resp:
             text = resp.read().decode() or "{}"
             return resp.status, json.loads(text), dict(resp.headers)

@@ -135,14 +135,16 @@ def test_fabric_manager_fails_on_mismatch_and_runs_on_match(lab):
 
 
 def test_bios_pending_at_the_bmc_applies_on_reset(lab):
-    """twin3 (AMI flavour, sushy's /BIOS paths): SNC and HT off at the BMC, then a Redfish reset."""
+    """twin3 (AMI flavour, the DGX capture's Bios/SD): SNC and HT off at the BMC, then a Redfish reset."""
     _, systems, _ = lab.redfish("twin3", "GET", "/redfish/v1/Systems")
     _, sysdoc, _ = lab.redfish("twin3", "GET", systems["Members"][0]["@odata.id"])
     _, bios, _ = lab.redfish("twin3", "GET", sysdoc["Bios"]["@odata.id"])   # follow the links
-    assert bios["Attributes"]["SncEn"] == "Enable SNC4"
+    assert bios["Attributes"]["SncEn"] == "Enable SNC4 (4-clusters)"
     settings = bios["@Redfish.Settings"]["SettingsObject"]["@odata.id"]
+    _, _, headers = lab.redfish("twin3", "GET", settings)                    # AMI wants If-Match (428 without)
     status, _, _ = lab.redfish("twin3", "PATCH", settings,
-                               {"Attributes": {"SncEn": "Disable", "ProcessorHyperThreading": "Disable"}})
+                               {"Attributes": {"SncEn": "Disable", "ProcessorHyperThreadingDisable": "Disabled"}},
+                               headers={"If-Match": headers["ETag"]})
     assert status in (200, 202, 204)
 
     before = lab.boot_id("twin3")

@@ -92,7 +92,7 @@ def test_role_applies_reboots_verifies_idempotent_and_never_leaks(role_run, tmp_
     out1 = first.stdout.decode(errors="replace")
     assert first.returncode == 0, out1[-4000:] + first.stderr.decode(errors="replace")[-2000:]
     assert "RUNNING HANDLER [Reboot through the BMC]" in out1
-    assert "--- before" in out1 and "+++ after" in out1 and '+    "SubNumaCluster": "4WayClustering"' in out1
+    assert "--- before" in out1 and "+++ after" in out1 and '+    "SubNumaCluster": "4-Way"' in out1
     assert int(_recap(out1)["changed"]) >= 2  # the BIOS write and the reboot
     assert "reboot_required=True vendor=dell shared=True" in out1
     settings = unit.state()["settings"]

@@ -12,20 +12,25 @@ import urllib.request
 
 import pytest
 
-DIRTY = {  # what the lab injects: SNC off, HT off, VT-d off
+DIRTY = {  # what the lab injects: SNC off (HPE, an AMD box: one NUMA domain per socket), HT off, VT-d off
     "dell": {"SubNumaCluster": "Disabled", "LogicalProc": "Disabled", "ProcVirtualization": "Disabled"},
     "lenovo": {"Processors_SNC": "Disabled", "Processors_HyperThreading": "Disabled",
                "DevicesandIOPorts_IntelVTforDirectedIOVTd": "Disabled"},
-    "ami": {"SncEn": "Disable", "ProcessorHyperThreading": "Disable", "VTdSupport": "Disable"},
-    "hpe": {"SubNumaClustering": "Disabled", "ProcHyperthreading": "Disabled", "IntelProcVtd": "Disabled"},
+    "ami": {"SncEn": "Disable", "ProcessorHyperThreadingDisable": "Disabled", "VTdSupport": "Disable"},
+    "hpe": {"NumaMemoryDomainsPerSocket": "OneMemoryDomainPerSocket", "ProcSMT": "Disabled", "ProcAmdIoVt": "Disabled"},
     "supermicro": {"SNC#0232": "Disable", "Hyper-Threading#01A7": "Disable", "IntelVT_dTechnology#0241": "Disable"},
 }
 WANT = {"snc": "snc4", "hyperthreading": True, "vtd": True}
+SNC = {"hpe": ("nps1", "nps4")}   # (dirty, wanted) where it is not ("off", "snc4")
 FAST = ["--reset-seconds", "1"]
 
 
+def want(flavour):
+    return dict(WANT, snc=SNC.get(flavour, ("off", "snc4"))[1])
+
+
 def bios_args(unit, **extra):
-    args = dict(unit.conn(), settings=dict(WANT))
+    args = dict(unit.conn(), settings=want(unit.flavour))
     args.update(extra)
     return args
 
@@ -33,14 +38,15 @@ def bios_args(unit, **extra):
 @pytest.mark.parametrize("flavour", sorted(DIRTY))
 def test_change_pending_reset_verify(bmc, run_module, flavour):
     unit = bmc(flavour, extra=FAST, initial=DIRTY[flavour])
-    assert unit.state()["settings"]["snc"] == "off" and unit.state()["settings"]["hyperthreading"] is False
+    dirty, wanted = SNC.get(flavour, ("off", "snc4"))
+    assert unit.state()["settings"]["snc"] == dirty and unit.state()["settings"]["hyperthreading"] is False
 
     first = run_module("redfish_bios", bios_args(unit))
     assert first["_rc"] == 0, first
     assert first["changed"] is True and first["reboot_required"] is True and first["vendor"] == flavour
     assert set(DIRTY[flavour]) <= set(first["changed_attributes"])
     state = unit.state()
-    assert state["settings"]["snc"] == "off", "nothing may become current before the reset"
+    assert state["settings"]["snc"] == dirty, "nothing may become current before the reset"
     assert set(DIRTY[flavour]) <= set(state["pending"])
 
     second = run_module("redfish_bios", bios_args(unit))
@@ -58,7 +64,7 @@ def test_change_pending_reset_verify(bmc, run_module, flavour):
     assert after["_rc"] == 0, after
     assert after["changed"] is False and after["failures"] == []
     settings = unit.state()["settings"]
-    assert (settings["snc"], settings["hyperthreading"], settings["vtd"]) == ("snc4", True, True)
+    assert (settings["snc"], settings["hyperthreading"], settings["vtd"]) == (wanted, True, True)
     assert unit.state()["pending"] == {}
 
     third = run_module("redfish_bios", bios_args(unit))
@@ -80,7 +86,7 @@ def test_check_mode_predicts_and_writes_nothing(bmc, run_module):
 def test_unknown_attribute_fails_before_any_write(bmc, run_module):
     unit = bmc("dell")
     before = unit.state()
-    result = run_module("redfish_bios", dict(unit.conn(), settings=dict(WANT), attributes={"SubNumaClusterX": "4WayClustering"}))
+    result = run_module("redfish_bios", dict(unit.conn(), settings=dict(WANT), attributes={"SubNumaClusterX": "4-Way"}))
     assert result["_rc"] != 0
     assert "SubNumaClusterX" in result["msg"] and "SubNumaCluster" in result["msg"]  # name and closest match
     assert "nothing written" in result["msg"]
@@ -92,16 +98,17 @@ def test_bad_value_names_allowed_values(bmc, run_module):
     before = unit.state()
     result = run_module("redfish_bios", dict(unit.conn(), attributes={"SubNumaCluster": "8WayClustering"}))
     assert result["_rc"] != 0
-    assert "8WayClustering" in result["msg"] and "4WayClustering" in result["msg"] and "2WayClustering" in result["msg"]
+    assert "8WayClustering" in result["msg"] and "allowed: 2-Way, Disabled, 4-Way" in result["msg"]
     assert unit.state() == before
 
 
 def test_dell_sysprofile_set_first(bmc, run_module):
     unit = bmc("dell", extra=FAST)
-    result = run_module("redfish_bios", dict(unit.conn(), attributes={"ProcCStates": "Disabled"}))
+    # ReadOnly in the R750 registry until SysProfile is Custom (a registry Dependency): set first, one PATCH
+    result = run_module("redfish_bios", dict(unit.conn(), attributes={"ProcCStates": "Enabled"}))
     assert result["_rc"] == 0, result
     assert list(result["changed_attributes"]) == ["SysProfile", "ProcCStates"]
-    assert unit.state()["pending"] == {"SysProfile": "Custom", "ProcCStates": "Disabled"}
+    assert unit.state()["pending"] == {"SysProfile": "Custom", "ProcCStates": "Enabled"}
     assert result["job"] and "/Jobs/JID_" in result["job"]
 
 
@@ -119,12 +126,12 @@ def test_dell_pending_left_by_another_tool_gets_its_job(bmc, run_module, bmc_log
     unit = bmc("dell", extra=FAST)
     request = urllib.request.Request(
         unit.baseurl + "/redfish/v1/Systems/System.Embedded.1/Bios/Settings", method="PATCH",
-        data=json.dumps({"Attributes": {"SubNumaCluster": "4WayClustering"}}).encode(),
+        data=json.dumps({"Attributes": {"SubNumaCluster": "4-Way"}}).encode(),
         headers={"Content-Type": "application/json",
                  "Authorization": "Basic " + base64.b64encode(("%s:%s" % bmc_login).encode()).decode()})
     urllib.request.urlopen(request, context=ssl.create_default_context(cafile=unit.ca), timeout=10).read()
     run_module("redfish_power", dict(unit.conn(), poll_interval=0.2, wait_timeout=60))
-    assert unit.state()["pending"] == {"SubNumaCluster": "4WayClustering"}, "no job: the reboot applied nothing"
+    assert unit.state()["pending"] == {"SubNumaCluster": "4-Way"}, "no job: the reboot applied nothing"
     predicted = run_module("redfish_bios", dict(unit.conn(), settings={"snc": "snc4"}), check=True)
     assert predicted["changed"] is True and predicted["changed_attributes"] == {}
     with open(os.path.join(unit.dir, "jobs.json")) as handle:
@@ -151,7 +158,7 @@ def test_dell_stuck_job_is_a_failure(bmc, run_module):
 
 def test_wrong_password_is_a_clear_401(bmc, run_module):
     unit = bmc("ami")
-    result = run_module("redfish_bios", dict(unit.conn(password="not-the-password"), settings=dict(WANT)))
+    result = run_module("redfish_bios", dict(unit.conn(password="not-the-password"), settings=want("ami")))
     assert result["_rc"] != 0
     assert "401" in result["msg"] and unit.baseurl in result["msg"] and "fleetadmin" in result["msg"]
     assert "not-the-password" not in json.dumps(result)
@@ -161,15 +168,15 @@ def test_session_auth(bmc, run_module):
     unit = bmc("ami", initial=DIRTY["ami"])
     result = run_module("redfish_bios", bios_args(unit, auth="session"))
     assert result["_rc"] == 0 and result["changed"], result
-    bad = run_module("redfish_bios", dict(unit.conn(password="nope", auth="session"), settings=dict(WANT)))
+    bad = run_module("redfish_bios", dict(unit.conn(password="nope", auth="session"), settings=want("ami")))
     assert bad["_rc"] != 0 and "401" in bad["msg"]
 
 
 def test_untrusted_certificate_names_the_fix(bmc, run_module):
     unit = bmc("hpe")
-    result = run_module("redfish_bios", dict(unit.conn(ca_path=None), settings=dict(WANT)))
+    result = run_module("redfish_bios", dict(unit.conn(ca_path=None), settings=want("hpe")))
     assert result["_rc"] != 0 and "TLS" in result["msg"] and "ca_path" in result["msg"], result
-    optout = run_module("redfish_bios", dict(unit.conn(ca_path=None, validate_certs=False), settings=dict(WANT)))
+    optout = run_module("redfish_bios", dict(unit.conn(ca_path=None, validate_certs=False), settings=want("hpe")))
     assert optout["_rc"] == 0, optout
 
 
@@ -209,4 +216,7 @@ def test_503_beyond_retries_fails_clearly(bmc, run_module):
 def test_acs_without_bios_switch_is_refused(bmc, run_module):
     unit = bmc("dell")
     result = run_module("redfish_bios", dict(unit.conn(), settings={"acs": False}))
-    assert result["_rc"] != 0 and "acs" in result["msg"] and "dell" in result["msg"]
+    assert result["_rc"] != 0 and "acs=False not available on this BMC: no attribute for acs" in result["msg"]
+    assert unit.state()["pending"] == {}
+    warned = run_module("redfish_bios", dict(unit.conn(), settings={"acs": False, "hyperthreading": False}, unavailable="warn"))
+    assert warned["_rc"] == 0 and warned["unresolved"] == ["acs"] and warned["changed_attributes"] == {"LogicalProc": "Disabled"}

@@ -1,5 +1,5 @@
 """Pure BIOS logic: classify/plan/verify on every current x pending x desired combination,
-translation through vendor profiles, registry validation, Dell dependencies."""
+registry validation (locks from Dependencies, ValueDisplayName), Dell dependencies."""
 import itertools
 
 import pytest
@@ -66,28 +66,6 @@ def test_plan_applied_then_converges(desired, current, pending):
     assert _bios.plan(desired, current, new_pending)["to_write"] == {}
 
 
-def test_translate_per_vendor():
-    assert _bios.translate("dell", {"snc": "snc4", "hyperthreading": True, "vtd": True}) == {
-        "SubNumaCluster": "4WayClustering", "LogicalProc": "Enabled", "ProcVirtualization": "Enabled"}
-    assert _bios.translate("lenovo", {"vtd": False, "acs": True}) == {
-        "DevicesandIOPorts_IntelVTforDirectedIOVTd": "Disabled", "Processors_PCIeACSCTL": "Enabled"}
-    assert _bios.translate("ami", {"vtd": True, "sriov": True}) == {"VTdSupport": "Enable", "SRIOVEnable": "Enable"}
-
-
-def test_translate_conflict_on_shared_dell_switch():
-    with pytest.raises(_bios.BiosError, match="vtx and vtd both map to dell attribute ProcVirtualization"):
-        _bios.translate("dell", {"vtx": True, "vtd": False})
-
-
-def test_translate_unmapped_and_unknown():
-    with pytest.raises(_bios.BiosError, match="no BIOS attribute for setting acs"):
-        _bios.translate("hpe", {"acs": True})
-    with pytest.raises(_bios.BiosError, match="nps4.*not available in vendor profile dell"):
-        _bios.translate("dell", {"snc": "nps4"})
-    with pytest.raises(_bios.BiosError, match="unknown portable settings numa"):
-        _bios.translate("dell", {"numa": 1})
-
-
 def test_merge_conflict():
     with pytest.raises(_bios.BiosError, match="LogicalProc='Disabled' conflicts"):
         _bios.merge_desired({"LogicalProc": "Disabled"}, {"LogicalProc": "Enabled"})
@@ -103,9 +81,31 @@ def test_dell_dependency_first_and_conflict():
     assert _bios.add_dependencies("lenovo", {"Processors_SNC": "SNC4"}) == ({"Processors_SNC": "SNC4"}, {})
 
 
-REGISTRY = {"LogicalProc": {"type": "Enumeration", "values": ["Enabled", "Disabled"], "read_only": False},
-            "ProcCores": {"type": "Integer", "values": None, "read_only": False},
-            "ServiceTag": {"type": "String", "values": None, "read_only": True}}
+REGISTRY_DOC = {"RegistryEntries": {
+    "Attributes": [
+        {"AttributeName": "LogicalProc", "Type": "Enumeration", "ReadOnly": False,
+         "Value": [{"ValueName": "Enabled", "ValueDisplayName": "Enabled"}, {"ValueName": "Disabled", "ValueDisplayName": "Disabled"}]},
+        {"AttributeName": "ProcCores", "Type": "Integer", "ReadOnly": False},
+        {"AttributeName": "ServiceTag", "Type": "String", "ReadOnly": True},
+        {"AttributeName": "SubNumaCluster", "Type": "Enumeration", "ReadOnly": False,
+         "Value": [{"ValueName": "2-Way", "ValueDisplayName": "2-Way Clustering"}, {"ValueName": "Disabled", "ValueDisplayName": "Disabled"}]},
+        {"AttributeName": "SysProfile", "Type": "Enumeration", "ReadOnly": False,
+         "Value": [{"ValueName": "PerfOptimized"}, {"ValueName": "Custom"}]},
+        {"AttributeName": "ProcCStates", "Type": "Enumeration", "ReadOnly": True,
+         "Value": [{"ValueName": "Enabled"}, {"ValueName": "Disabled"}]},
+        {"AttributeName": "NodeInterleave", "Type": "Enumeration", "ReadOnly": False,
+         "Value": [{"ValueName": "Enabled"}, {"ValueName": "Disabled"}]}],
+    "Dependencies": [
+        {"DependencyFor": "ProcCStates", "Type": "Map", "Dependency": {
+            "MapFrom": [{"MapFromAttribute": "SysProfile", "MapFromCondition": "NEQ", "MapFromProperty": "CurrentValue",
+                         "MapFromValue": "Custom"}],
+            "MapToAttribute": "ProcCStates", "MapToProperty": "ReadOnly", "MapToValue": True}},
+        {"DependencyFor": "SubNumaCluster", "Type": "Map", "Dependency": {
+            "MapFrom": [{"MapFromAttribute": "NodeInterleave", "MapFromCondition": "EQU", "MapFromProperty": "CurrentValue",
+                         "MapFromValue": "Enabled"}],
+            "MapToAttribute": "SubNumaCluster", "MapToProperty": "ReadOnly", "MapToValue": True}}]}}
+REGISTRY = _bios.parse_registry(REGISTRY_DOC)
+DEPS = _bios.registry_lib.parse_dependencies(REGISTRY_DOC)
 
 
 def test_validate_lists_every_problem_and_closest_name():
@@ -125,8 +125,40 @@ def test_validate_without_registry_uses_current_names():
         _bios.validate("b", {"B": 1}, {}, {"A": "x"})
 
 
-def test_coerce_follows_registry_types():
-    assert _bios.coerce({"ProcCores": "8", "LogicalProc": "Enabled"}, REGISTRY) == {"ProcCores": 8, "LogicalProc": "Enabled"}
+def test_coerce_follows_registry_types_and_display_names():
+    assert _bios.coerce({"ProcCores": "8", "LogicalProc": "Enabled", "SubNumaCluster": "2-Way Clustering"}, REGISTRY) == {
+        "ProcCores": 8, "LogicalProc": "Enabled", "SubNumaCluster": "2-Way"}
+
+
+def test_read_only_unlocked_by_its_dependency():
+    current = {"SysProfile": "PerfOptimized", "ProcCStates": "Disabled", "NodeInterleave": "Disabled"}
+    with pytest.raises(_bios.BiosError, match="ProcCStates is read-only while SysProfile is not Custom"):
+        _bios.validate("b", {"ProcCStates": "Enabled"}, REGISTRY, current, DEPS)
+    # the same PATCH sets SysProfile=Custom first: the registry's ReadOnly is a state, not a fact
+    desired, reasons = _bios.add_dependencies("dell", {"ProcCStates": "Enabled"}, REGISTRY, DEPS, current, {})
+    assert list(desired) == ["SysProfile", "ProcCStates"] and desired["SysProfile"] == "Custom"
+    assert "unlocks ProcCStates" in reasons["SysProfile"]
+    _bios.validate("b", desired, REGISTRY, current, DEPS)
+    # a pending SysProfile=Custom unlocks it too
+    _bios.validate("b", {"ProcCStates": "Enabled"}, REGISTRY, current, DEPS, {"SysProfile": "Custom"})
+    with pytest.raises(_bios.BiosError, match="needs SysProfile=Custom"):
+        _bios.add_dependencies("dell", {"ProcCStates": "Enabled", "SysProfile": "PerfOptimized"}, REGISTRY, DEPS, current, {})
+
+
+def test_equality_lock_is_named_not_released():
+    current = {"NodeInterleave": "Enabled", "SubNumaCluster": "Disabled"}
+    desired, reasons = _bios.add_dependencies(None, {"SubNumaCluster": "2-Way"}, REGISTRY, DEPS, current, {})
+    assert desired == {"SubNumaCluster": "2-Way"} and reasons == {}
+    with pytest.raises(_bios.BiosError, match="SubNumaCluster is read-only while NodeInterleave is Enabled"):
+        _bios.validate("b", desired, REGISTRY, current, DEPS)
+    _bios.validate("b", {"SubNumaCluster": "2-Way", "NodeInterleave": "Disabled"}, REGISTRY, current, DEPS)
+
+
+def test_full_settings_object_is_pending_only_where_it_differs():
+    current = {"A": "x", "B": "y"}
+    assert _bios.pending_changes(current, {"A": "x", "B": "y"}) == {}
+    assert _bios.pending_changes(current, {"A": "x", "B": "z", "C": 1}) == {"B": "z", "C": 1}
+    assert _bios.pending_changes(current, {}) == {}
 
 
 @pytest.mark.parametrize("manufacturer,vendor", [
@@ -141,3 +173,10 @@ def test_format_failures_names_each_attribute():
     msg = _bios.format_failures("https://b", [{"attribute": "SNC", "expected": "SNC4", "actual": "Disabled", "pending": "SNC4"}],
                                 "job stuck")
     assert msg == "BMC https://b: BIOS not as desired after reboot: SNC: expected 'SNC4', actual 'Disabled' (still pending: 'SNC4'). job stuck"
+
+
+def test_bmc_reporting_display_names_compares_value_names():
+    """Some BMCs put ValueDisplayNames in Attributes: "2-Way Clustering" is the current 2-Way."""
+    current = _bios.registry_lib.normalize_values({"SubNumaCluster": "2-Way Clustering", "ProcCores": 8}, REGISTRY)
+    assert current == {"SubNumaCluster": "2-Way", "ProcCores": 8}
+    assert _bios.plan({"SubNumaCluster": "2-Way"}, current, {})["to_write"] == {}

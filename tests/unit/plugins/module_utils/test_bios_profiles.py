@@ -1,39 +1,57 @@
-"""The collection's vendor profiles (plugins/module_utils/_bios.py) against the lab BMC flavours
-(lab/bmc/flavours/*.yml), which were written independently: every portable value the collection
-would write must be an allowed value of the same attribute on the BMC and read back as the same
-portable value."""
+"""The collection's resolver (plugins/module_utils/_bios_resolve.py) against the lab BMC flavours
+(lab/bmc/flavours/*.yml, rebuilt from the real captures): every portable value a flavour's host can
+show must resolve, on the flavour's own registry document, to that flavour's attribute and to a raw
+value that reads back as the same portable value. The flavours' maps are written by hand in
+lab/bmc/build_flavours.py; the resolver works from registry metadata."""
 import pytest
 
 from ansible_collections.gpufleet.provision.plugins.module_utils import _bios
 
 model = pytest.importorskip("lab.bmc.model", reason="lab/bmc (pyyaml) not importable")
 
-CASES = [(vendor, key) for vendor in sorted(_bios.PROFILES) for key in _bios.PROFILES[vendor]["settings"]]
+CASES = []
+for _vendor in model.FLAVOURS:
+    _flavour = model.load_flavour(_vendor)
+    for _key, _spec in sorted(_flavour["settings"].items()):
+        if "fixed" not in _spec:
+            for _portable in sorted(set(map(str, _spec["map"].values()))):
+                CASES.append((_vendor, _key, _portable))
 
 
-@pytest.mark.parametrize("vendor,key", CASES)
-def test_profile_matches_bmc_flavour(vendor, key):
+def portable_value(key, text):
+    return {"True": True, "False": False}.get(text, text)
+
+
+@pytest.mark.parametrize("vendor,key,portable", CASES)
+def test_flavour_setting_resolves_on_its_registry(vendor, key, portable):
     flavour = model.load_flavour(vendor)
-    name, values = _bios.PROFILES[vendor]["settings"][key]
-    assert name in flavour["attributes"], "%s: %s maps to %s, unknown to the BMC" % (vendor, key, name)
-    allowed = flavour["attributes"][name]["values"]
-    for portable, raw in values.items():
-        assert raw in allowed, "%s %s=%s -> %s=%r not allowed by the BMC (%s)" % (vendor, key, portable, name, raw, allowed)
-        if key in model.PORTABLE:
-            derived = model.derive_settings(flavour, dict(model.defaults(flavour), **{name: raw}))[key]
-            assert derived == portable, "%s: %s=%r reads back as %s=%r" % (vendor, name, raw, key, derived)
+    registry = _bios.parse_registry(model.registry_document(flavour))
+    wanted = portable_value(key, portable)
+    for detected in (vendor, None):   # with the vendor's hints, and as an unknown vendor would
+        res = _bios.resolve_lib.resolve(key, wanted, registry, detected)
+        if detected is None and res["problem"] and res["problem"].startswith("ambiguous"):
+            continue
+        assert res["problem"] is None, (vendor, key, portable, detected, res)
+        assert res["attribute"] == flavour["settings"][key]["attribute"], (vendor, key, res)
+        derived = model.derive_settings(flavour, dict(model.defaults(flavour), **{res["attribute"]: res["value"]}))[key]
+        assert derived == wanted, "%s: %s=%r reads back as %s=%r" % (vendor, res["attribute"], res["value"], key, derived)
 
 
-@pytest.mark.parametrize("vendor", sorted(_bios.PROFILES))
-def test_flavour_switches_without_profile_are_fixed(vendor):
-    """A portable setting the BMC has a switch for must be in the collection profile too."""
+@pytest.mark.parametrize("vendor", model.FLAVOURS)
+def test_fixed_settings_have_no_attribute_on_the_bmc(vendor):
+    """A setting the flavour's BMC has no switch for must not resolve there either."""
     flavour = model.load_flavour(vendor)
-    for key in model.PORTABLE:
-        if "fixed" not in flavour["settings"][key]:
-            assert key in _bios.PROFILES[vendor]["settings"], "%s: BMC has %s, profile does not" % (vendor, key)
+    registry = _bios.parse_registry(model.registry_document(flavour))
+    for key, spec in flavour["settings"].items():
+        if "fixed" in spec:
+            assert _bios.resolve_lib.resolve(key, spec["fixed"], registry, vendor)["problem"], (vendor, key)
 
 
-def test_dell_locks_are_known_dependencies():
+def test_dell_locks_are_registry_dependencies_the_module_releases():
     flavour = model.load_flavour("dell")
-    for name, lock in flavour["locks"].items():
-        assert _bios.PROFILES["dell"]["requires"][name] == (lock["attribute"], lock["value"])
+    doc = model.registry_document(flavour)
+    registry, deps = _bios.parse_registry(doc), _bios.registry_lib.parse_dependencies(doc)
+    current = model.defaults(flavour)
+    desired, reasons = _bios.add_dependencies("dell", {"ProcCStates": "Enabled", "ProcC1E": "Enabled"}, registry, deps, current, {})
+    assert list(desired)[0] == "SysProfile" and desired["SysProfile"] == "Custom" and "SysProfile" in reasons
+    _bios.validate("lab", desired, registry, current, deps)

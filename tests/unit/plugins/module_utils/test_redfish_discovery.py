@@ -31,8 +31,12 @@ class SampleBmc:
         value = self.paths[path]
         return sample(value) if isinstance(value, str) else value
 
-    def find_system(self, system_id=None):
-        return select_system(self.name, self.systems, system_id, self.get)
+    def get_with_etag(self, path):
+        body = self.get(path)
+        return body, body.get("@odata.etag")
+
+    def find_system(self, system_id=None, usable=None, purpose=None):
+        return select_system(self.name, self.systems, system_id, self.get, usable, purpose)
 
 
 def test_dmtf_sample_follows_links_not_paths():
@@ -52,10 +56,27 @@ def test_dmtf_sample_follows_links_not_paths():
     assert p["status"] == {"ProcTurboMode": "pending", "EmbeddedSata": "write"}
 
 
-def test_unknown_manufacturer_needs_vendor():
-    bmc = SampleBmc({"/redfish/v1/Systems/437XR1138R2": "system.json"}, ["/redfish/v1/Systems/437XR1138R2"])
-    with pytest.raises(_bios.BiosError, match="Contoso.*set vendor"):
-        _bios.Bios(bmc)
+def test_unknown_manufacturer_is_a_standard_bmc():
+    """Contoso is no known vendor: no vendor rules, the registry alone drives it (raw attributes work)."""
+    bmc = SampleBmc({
+        "/redfish/v1/Systems/437XR1138R2": "system.json",
+        "/redfish/v1/Systems/437XR1138R2/Bios": "bios.json",
+        "/redfish/v1/Systems/437XR1138R2/BIOS/Settings": "bios_settings.json",
+    }, ["/redfish/v1/Systems/437XR1138R2"])
+    bios = _bios.Bios(bmc)
+    assert bios.manufacturer == "Contoso" and bios.vendor is None and bios.vendor_name == "generic"
+    assert bios.needs_job() is False
+
+
+def test_only_system_with_a_bios_is_chosen():
+    """A DGX lists its HGX baseboard as a second system without a Bios: no system_id needed."""
+    dgx = {"@odata.id": "/redfish/v1/Systems/DGX", "Bios": {"@odata.id": "/redfish/v1/Systems/DGX/Bios"}}
+    bmc = SampleBmc({"/redfish/v1/Systems/DGX": dgx, "/redfish/v1/Systems/HGX_Baseboard_0": {"Id": "HGX_Baseboard_0"}},
+                    ["/redfish/v1/Systems/DGX", "/redfish/v1/Systems/HGX_Baseboard_0"])
+    path, _doc = bmc.find_system(None, usable=lambda s: bool(link(s, "Bios")), purpose="a Bios link")
+    assert path == "/redfish/v1/Systems/DGX"
+    with pytest.raises(RedfishError, match="none of the 2 systems.*has a Bios link"):
+        select_system("b", ["/redfish/v1/Systems/HGX_Baseboard_0", "/x"], None, lambda p: {}, lambda s: False, "a Bios link")
 
 
 def test_ami_zt_without_settings_object_refuses_to_write():
@@ -79,6 +100,8 @@ def test_ami_zt_registry_found_by_name_with_en_us_location():
     }, [])
     bios = _bios.Bios.__new__(_bios.Bios)
     bios.client, bios.bios, bios.registry, bios.registry_uri = bmc, bios_doc, {}, None
+    bios.bios_path, bios.vendor, bios.vendor_option = "/redfish/v1/Systems/Self/Bios", "ami", "auto"
+    bios.raw_current, bios.settings_object = bios_doc.get("Attributes") or {}, {}
     registry = bios.load_registry()
     assert bios.registry_uri == "/redfish/v1/Registries/BiosAttributeRegistryProt0.208.208.0.json"
     assert registry, "registry entries parsed"
@@ -122,3 +145,54 @@ def test_several_systems_need_system_id():
     assert select_system("https://bmc", members, "b", lambda p: {"Id": p})[0] == "/redfish/v1/Systems/b"
     with pytest.raises(RedfishError, match="no system 'c'"):
         select_system("https://bmc", members, "c", lambda p: {})
+
+
+def _bare_bios(bmc, bios_doc, bios_path):
+    bios = _bios.Bios.__new__(_bios.Bios)
+    bios.client, bios.bios, bios.registry, bios.registry_uri = bmc, bios_doc, {}, None
+    bios.bios_path, bios.vendor, bios.vendor_option = bios_path, None, "auto"
+    bios.raw_current, bios.settings_object = bios_doc.get("Attributes") or {}, {}
+    return bios
+
+
+REGISTRY_DOC = {"Id": "BiosAttributeRegistry.v1_0_3", "OwningEntity": "Dell", "RegistryEntries": {"Attributes": [
+    {"AttributeName": "LogicalProc", "Type": "Enumeration", "Value": [{"ValueName": "Enabled"}, {"ValueName": "Disabled"}]}]}}
+
+
+def test_registry_at_dell_bios_registry_when_no_member_matches():
+    bios_doc = {"AttributeRegistry": "BiosAttributeRegistry.v1_0_3", "Attributes": {"LogicalProc": "Enabled"}}
+    bmc = SampleBmc({"/redfish/v1": {"Registries": {"@odata.id": "/redfish/v1/Registries"}},
+                     "/redfish/v1/Registries": {"Members": [{"@odata.id": "/redfish/v1/Registries/Messages"}]},
+                     "/redfish/v1/Registries/Messages": {"Id": "Messages", "Registry": "Base.1.0"},
+                     "/redfish/v1/Systems/System.Embedded.1/Bios/BiosRegistry": REGISTRY_DOC}, [])
+    bios = _bare_bios(bmc, bios_doc, "/redfish/v1/Systems/System.Embedded.1/Bios")
+    assert bios.load_registry() and bios.registry_uri == "/redfish/v1/Systems/System.Embedded.1/Bios/BiosRegistry"
+    assert bios.vendor == "dell"                                   # from the registry's OwningEntity
+
+
+def test_publication_uri_is_fetched_without_credentials():
+    calls = []
+
+    class PublicBmc(SampleBmc):
+        def get_public(self, url):
+            calls.append(url)
+            return REGISTRY_DOC
+
+    bios_doc = {"AttributeRegistry": "BiosAttributeRegistry.v1_0_3", "Attributes": {}}
+    bmc = PublicBmc({"/redfish/v1": {"Registries": {"@odata.id": "/redfish/v1/Registries"}},
+                     "/redfish/v1/Registries": {"Members": [{"@odata.id": "/redfish/v1/Registries/BiosAttributeRegistry.v1_0_3"}]},
+                     "/redfish/v1/Registries/BiosAttributeRegistry.v1_0_3": {
+                         "Id": "BiosAttributeRegistry.v1_0_3",
+                         "Location": [{"Language": "en", "PublicationUri": "https://vendor.example/bios.json"}]}}, [])
+    bios = _bare_bios(bmc, bios_doc, "/redfish/v1/Systems/1/Bios")
+    assert bios.load_registry() and calls == ["https://vendor.example/bios.json"]
+    assert bios.registry_uri == "https://vendor.example/bios.json"
+
+
+def test_no_registry_anywhere_says_where_it_looked():
+    bios_doc = {"AttributeRegistry": "BiosAttributeRegistryX.1.0", "Attributes": {}}
+    bmc = SampleBmc({"/redfish/v1": {}}, [])
+    bios = _bare_bios(bmc, bios_doc, "/redfish/v1/Systems/1/Bios")
+    assert bios.load_registry() == {}
+    assert "BiosAttributeRegistryX.1.0 not found (tried /redfish/v1/Systems/1/Bios/BiosRegistry, " \
+           "/redfish/v1/registrystore/registries/en/biosattributeregistryx.1.0)" == bios.registry_note.replace("registry ", "", 1)

@@ -38,3 +38,11 @@ def test_bios_needs_attributes_or_settings_and_valid_choices():
     assert rc == 1 and "attributes, settings" in result["msg"]
     rc, result = run("redfish_bios", dict(baseurl="https://b", username="u", password="pw-123456", settings={"snc": "snc8"}))
     assert rc == 1 and "snc" in result["msg"] and "snc4" in result["msg"]
+
+
+def test_bios_new_options_have_choices():
+    base = dict(baseurl="https://b", username="u", password="pw-123456", attributes={"A": "B"})
+    rc, result = run("redfish_bios", dict(base, unavailable="ignore"))
+    assert rc == 1 and "unavailable" in result["msg"] and "fail, warn" in result["msg"]
+    rc, result = run("redfish_bios", dict(base, vendor="contoso"))
+    assert rc == 1 and "generic" in result["msg"] and "dell" in result["msg"]

@@ -1,0 +1,209 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The BIOS attribute registry (DMTF AttributeRegistry): where it is, what it says. Pure functions.
+
+A registry document, as real BMCs serve it (trimmed; Dell R750, iDRAC 6):
+
+    {"Id": "BiosAttributeRegistry.v1_0_3", "OwningEntity": "Dell",
+     "RegistryEntries": {
+       "Attributes": [{"AttributeName": "SubNumaCluster", "DisplayName": "Sub NUMA Cluster",
+                       "HelpText": "...", "MenuPath": "./ProcSettingsRef", "Type": "Enumeration",
+                       "ReadOnly": false, "Value": [{"ValueName": "2-Way", "ValueDisplayName": "2-Way Clustering"},
+                                                    {"ValueName": "Disabled", "ValueDisplayName": "Disabled"}]}],
+       "Dependencies": [{"DependencyFor": "ProcCStates", "Type": "Map", "Dependency": {
+           "MapFrom": [{"MapFromAttribute": "SysProfile", "MapFromCondition": "NEQ",
+                        "MapFromProperty": "CurrentValue", "MapFromValue": "Custom"}],
+           "MapToAttribute": "ProcCStates", "MapToProperty": "ReadOnly", "MapToValue": true}}]}}
+
+`ReadOnly: true` with a ReadOnly Dependency is a state, not a fact: ProcCStates is writable once
+SysProfile is Custom. Values may be given by ValueDisplayName (some BMCs report those in
+Attributes); they are mapped to the ValueName the BMC accepts.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+_VERSION = re.compile(r"[._-]v?\d+(?:[._]\d+)*$", re.I)
+_LANGUAGE = re.compile(r"\.[a-z]{2}(?:-[a-z]{2})?$", re.I)
+
+
+def registry_base(name):
+    """Registry name without version and language: "BiosAttributeRegistry.v1_0_3" -> "biosattributeregistry",
+    "BiosAttributeRegistry113.en-US.1.1.3" -> "biosattributeregistry113", "...A42.v1_2_60" -> "...a42"."""
+    text = (name or "").strip().rstrip("/").rsplit("/", 1)[-1]
+    text = re.sub(r"\.json$", "", text, flags=re.I)
+    text = _VERSION.sub("", text)
+    text = _LANGUAGE.sub("", text)
+    return text.lower()
+
+
+def registry_match(wanted, *names):
+    """2 when one of ``names`` is ``wanted`` (case aside), 1 when only the versions differ, else 0."""
+    best = 0
+    for name in names:
+        if not name:
+            continue
+        short = str(name).rstrip("/").rsplit("/", 1)[-1]
+        if short.lower() == wanted.lower():
+            return 2
+        if registry_base(short) == registry_base(wanted):
+            best = 1
+    return best
+
+
+def locations(entry):
+    """Where a MessageRegistryFile says its document is: [(kind, uri)], English first.
+
+    Sample: {"Location": [{"Language": "en", "Uri": "/redfish/v1/registrystore/registries/en/bios..."},
+                          {"Language": "ja", "Uri": ".../ja/..."}, {"PublicationUri": "https://..."}]}
+    """
+    out = []
+    locs = [loc for loc in (entry or {}).get("Location") or [] if isinstance(loc, dict)]
+    locs.sort(key=lambda loc: 0 if str(loc.get("Language") or "en").lower().startswith("en") else 1)
+    for loc in locs:
+        if loc.get("Uri"):
+            out.append(("Uri", loc["Uri"]))
+    for loc in locs:
+        if loc.get("PublicationUri"):
+            out.append(("PublicationUri", loc["PublicationUri"]))
+    return out
+
+
+def _truth(value):
+    if isinstance(value, str):
+        return value.strip().lower() == "true"
+    return bool(value)
+
+
+def parse_registry(document):
+    """AttributeRegistry resource -> {name: spec}.
+
+    spec: type, values (ValueNames, or None), display_values {ValueDisplayName: ValueName},
+    read_only, display, help, menu, default, lower, upper.
+    """
+    out = {}
+    for entry in ((document or {}).get("RegistryEntries") or {}).get("Attributes") or []:
+        name = entry.get("AttributeName") if isinstance(entry, dict) else None
+        if not name:
+            continue
+        values = None
+        display_values = {}
+        if entry.get("Type") == "Enumeration":
+            values = []
+            for val in entry.get("Value") or []:
+                if not isinstance(val, dict) or val.get("ValueName") is None:
+                    continue
+                values.append(val["ValueName"])
+                if val.get("ValueDisplayName") not in (None, ""):
+                    display_values.setdefault(val["ValueDisplayName"], val["ValueName"])
+        out[name] = {"type": entry.get("Type"), "values": values, "display_values": display_values,
+                     "read_only": _truth(entry.get("ReadOnly")), "display": (entry.get("DisplayName") or "").strip(),
+                     "help": entry.get("HelpText") or "", "menu": entry.get("MenuPath") or "",
+                     "default": entry.get("DefaultValue"), "lower": entry.get("LowerBound"),
+                     "upper": entry.get("UpperBound")}
+    return out
+
+
+def parse_dependencies(document):
+    """The registry's Map dependencies that set ReadOnly: [{"for", "terms", "read_only"}].
+
+    terms: [{"attribute", "condition", "value", "join"}] evaluated left to right; join is the
+    MapTerms of a term after the first (AND/OR; absent: OR, which Dell's multi-value lists need).
+    """
+    out = []
+    for dep in ((document or {}).get("RegistryEntries") or {}).get("Dependencies") or []:
+        if not isinstance(dep, dict) or dep.get("Type", "Map") != "Map":
+            continue
+        body = dep.get("Dependency") or {}
+        if body.get("MapToProperty") != "ReadOnly" or not body.get("MapToAttribute"):
+            continue
+        terms = []
+        for term in body.get("MapFrom") or []:
+            if not isinstance(term, dict) or term.get("MapFromProperty", "CurrentValue") != "CurrentValue":
+                continue
+            terms.append({"attribute": term.get("MapFromAttribute"), "condition": term.get("MapFromCondition", "EQU"),
+                          "value": term.get("MapFromValue"), "join": str(term.get("MapTerms") or "OR").upper()})
+        if terms:
+            out.append({"for": body["MapToAttribute"], "terms": terms, "read_only": _truth(body.get("MapToValue"))})
+    return out
+
+
+def _compare(condition, have, want):
+    if condition in ("EQU", "NEQ"):
+        same = have == want or (isinstance(have, (str, bool)) and str(have).lower() == str(want).lower())
+        return same if condition == "EQU" else not same
+    try:
+        have, want = float(have), float(want)
+    except (TypeError, ValueError):
+        return False
+    return {"GTR": have > want, "GEQ": have >= want, "LSS": have < want, "LEQ": have <= want}.get(condition, False)
+
+
+def holds(terms, values):
+    """Whether a dependency's MapFrom terms hold for attribute values {name: value}."""
+    result = None
+    for term in terms:
+        ok = _compare(term["condition"], values.get(term["attribute"]), term["value"])
+        if result is None:
+            result = ok
+        elif term["join"] == "AND":
+            result = result and ok
+        else:
+            result = result or ok
+    return bool(result)
+
+
+def describe(terms):
+    return (" or ".join if all(t["join"] != "AND" for t in terms[1:]) else " and ".join)(
+        "%s %s %s" % (t["attribute"], {"EQU": "is", "NEQ": "is not"}.get(t["condition"], t["condition"]), t["value"])
+        for t in terms)
+
+
+def lock_state(name, spec, deps, values):
+    """(read_only, locking dependency or None) of ``name`` for attribute values {name: value}.
+
+    An attribute with ReadOnly dependencies is locked exactly when one of them holds; the static
+    ReadOnly flag only reflects the state the registry was generated in.
+    """
+    mine = [dep for dep in deps if dep["for"] == name]
+    if not mine:
+        return spec.get("read_only", False), None
+    for dep in mine:
+        if dep["read_only"] and holds(dep["terms"], values):
+            return True, dep
+    if any(not dep["read_only"] and holds(dep["terms"], values) for dep in mine):
+        return False, None
+    if spec.get("read_only") and not any(dep["read_only"] for dep in mine):
+        return True, None
+    return False, None
+
+
+def unlock(dep, registry):
+    """{attribute: value} that releases a lock, when the registry makes it unambiguous: a single
+    "X is not V" term (Dell: ProcCStates is read-only while SysProfile is not Custom). Else None."""
+    terms = dep["terms"]
+    if len(terms) != 1 or terms[0]["condition"] != "NEQ":
+        return None
+    term = terms[0]
+    spec = registry.get(term["attribute"])
+    if spec is None or spec["read_only"] or (spec["values"] is not None and term["value"] not in spec["values"]):
+        return None
+    return {term["attribute"]: term["value"]}
+
+
+def to_value_name(spec, value):
+    """The ValueName for a value given by its ValueName or its ValueDisplayName, else the value."""
+    if spec is None or spec.get("values") is None or value in spec["values"]:
+        return value
+    return (spec.get("display_values") or {}).get(value, value)
+
+
+def normalize_values(attributes, registry):
+    """Attributes as a BMC reported them, with ValueDisplayNames turned into ValueNames."""
+    if not registry:
+        return dict(attributes)
+    return dict((name, to_value_name(registry.get(name), value)) for name, value in attributes.items())
