@@ -148,11 +148,21 @@ def topology_block(doc, statuses=("green",), block_sizes=None):
     return "\n".join(lines) + "\n"
 
 
+_LABEL_BAD_RE = re.compile(r"[^-A-Za-z0-9_.]")
+_RDMA_NAME_RE = re.compile(r"^[a-z][a-z0-9]*_\d+$")
+_label_cache = {}
+
+
 def label_value(value):
     """A valid Kubernetes label value (<= 63 chars, alphanumeric ends, [-_.A-Za-z0-9] inside)."""
-    text = re.sub(r"[^-A-Za-z0-9_.]", "-", str(value))
-    text = text[:63].strip("-_.")
-    return text if _LABEL_VALUE_RE.match(text) else ""
+    value = str(value)
+    text = _label_cache.get(value)
+    if text is None:
+        text = _LABEL_BAD_RE.sub("-", value)[:63].strip("-_.")
+        text = text if _LABEL_VALUE_RE.match(text) else ""
+        if len(_label_cache) < 100000:   # leaf, SU and block names repeat across nodes
+            _label_cache[value] = text
+    return text
 
 
 def labels(doc, host):
@@ -222,7 +232,7 @@ def nccl_ib_hca(doc, host):
     node = doc["nodes"][host]
     devices = []
     for r in sorted(node["rails"], key=lambda x: (x["rail"] if x["rail"] is not None else 999)):
-        dev = r["device"] or (r["hca"] if re.match(r"^[a-z][a-z0-9]*_\d+$", r["hca"] or "") else None)
+        dev = r["device"] or (r["hca"] if _RDMA_NAME_RE.match(r["hca"] or "") else None)
         if dev is None:
             return None, ("%s: adapter %s has no RDMA device name (give node facts for this host)" % (host, r["hca"]))
         devices.append("%s:1" % dev)

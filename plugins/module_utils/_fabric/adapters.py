@@ -134,17 +134,19 @@ def classify_adapters(m):
     for host in m.nodes:
         short_to_host.setdefault(host.split(".")[0], host)
     desc_seen = {}
+    non_compute = {}    # host name -> matches a non-compute pattern (8 NICs per host: ask once)
+    hosts = m.hosts
     for ca in m.cas:
         desc = ca["desc"] or ""
         where = "%s port %d" % (ca["switch"], ca["port"])
         at = {"switch": ca["switch"], "port": ca["port"], "guid": ca["guid"], "segment": ca["segment"]}
-        if SHARP_RE.search(desc):
+        if "aggregation node" in desc.lower() and SHARP_RE.search(desc):
             m.anomalies.append(anomaly(
                 "non_compute", "SHARP aggregation node %s on %s: not a compute node, left out of the inventory"
                 % (ca["guid"], where), severity="info", role="sharp", **at))
             continue
         fact = facts_by_guid.get(ca["guid"])
-        unnamed = bool(UNNAMED_RE.match(desc))
+        unnamed = (desc[:2] == "MT" or "Mellanox Technologies" in desc or not desc.strip()) and bool(UNNAMED_RE.match(desc))
         parts = desc.split()
         desc_host = parts[0] if parts and not unnamed else None
         suspicious = bool(desc_host) and desc_host.lower() in m.suspicious
@@ -180,7 +182,9 @@ def classify_adapters(m):
                                   % (ca["guid"], where, desc, host, hca))
             host = short_to_host.get(host, host) if host not in m.nodes else host
             nic = facts_by_name.get((host, hca))
-        if any(r.search(host) for r in m.non_compute_res):
+        if host not in non_compute:
+            non_compute[host] = any(r.search(host) for r in m.non_compute_res)
+        if non_compute[host]:
             m.anomalies.append(anomaly(
                 "non_compute", "%s %s on %s is a management/UFM server, not a compute node; left out of the "
                 "inventory" % (host, hca, where), host=host, hca=hca, severity="info", role="ufm", **at))
@@ -196,7 +200,9 @@ def classify_adapters(m):
         rec = {"hca": hca, "device": nic.get("name"), "guid": ca["guid"], "leaf": ca["switch"], "port": ca["port"],
                "width": ca["width"], "speed": ca["speed"], "segment": ca["segment"], "facts_rail": nic.get("rail"),
                "facts_role": nic.get("role")}
-        h = m.hosts.setdefault(host, {"nics": [], "segments": set()})
+        h = hosts.get(host)
+        if h is None:
+            h = hosts[host] = {"nics": [], "segments": set()}
         h["nics"].append(rec)
         h["segments"].add(ca["segment"])
 
