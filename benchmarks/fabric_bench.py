@@ -30,8 +30,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 BUILD = os.path.join(REPO, ".build")
 MODULE = os.path.join(REPO, "plugins", "modules", "fabric_inventory.py")
-sys.path.insert(0, os.path.join(REPO, "lab", "fabric"))
-import ibnetgen  # noqa: E402
 
 FLOOR = r"""
 import re, sys
@@ -45,14 +43,26 @@ print(n)
 """
 
 
+GENERATE = r"""
+import json, sys
+sys.path.insert(0, %(lab)r)
+import ibnetgen
+fab, info = ibnetgen.rail_fabric(sus=%(sus)d, nodes_per_su=%(per_su)d, rails=%(rails)d, spines=%(spines)d, shape=%(shape)r)
+planted = ibnetgen.plant_anomalies(fab, info)
+with open(%(path)r, "w") as handle:
+    handle.write(fab.text())
+print(json.dumps(planted))
+"""
+
+
 def make_capture(nodes, rails, shape, path):
+    """Write the capture in a child process (a fork of a big parent would inflate the peak RSS the
+    module's process reports); -> the planted anomaly ids."""
     per_su = 32
-    spines = 32 if shape == "shared" else 16
-    fab, info = ibnetgen.rail_fabric(sus=nodes // per_su, nodes_per_su=per_su, rails=rails, spines=spines, shape=shape)
-    planted = ibnetgen.plant_anomalies(fab, info)
-    with open(path, "w") as handle:
-        handle.write(fab.text())
-    return planted
+    code = GENERATE % {"lab": os.path.join(REPO, "lab", "fabric"), "sus": nodes // per_su, "per_su": per_su,
+                       "rails": rails, "spines": 32 if shape == "shared" else 16, "shape": shape, "path": path}
+    out = subprocess.run([sys.executable, "-c", code], check=True, stdout=subprocess.PIPE, timeout=1800).stdout
+    return json.loads(out)
 
 
 def measure(argv, env=None):
