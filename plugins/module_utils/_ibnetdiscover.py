@@ -42,8 +42,8 @@ _PORT_TAIL = r'"([^"]*)"\s*(.*?)(?:\blid\s+\d+\s+(\d+)x([A-Z0-9]+))?\s*)?$'
 _SW_PORT_RE = re.compile(_PORT_HEAD + r'\s*(?:#\s*' + _PORT_TAIL)
 _CA_PORT_RE = re.compile(_PORT_HEAD + r'\s*(?:#\s*(?:lid\s+\d+\s+lmc\s+\d+\s+)?' + _PORT_TAIL)
 _NODE_TAIL_LID_RE = re.compile(r'\blid\s+(\d+)')
-_HEADER_RE = re.compile(r'^(vendid|devid|sysimgguid|switchguid|caguid|rtguid)=(\S+)$')
 _HEX16 = frozenset("0123456789abcdef")
+_HEADER_KEYS = frozenset(("vendid", "devid", "sysimgguid", "switchguid", "caguid", "rtguid"))
 
 KIND_BY_PREFIX = {"S": "switch", "H": "ca", "R": "router"}
 KIND_BY_WORD = {"Switch": "switch", "Ca": "ca", "Rt": "router"}
@@ -120,8 +120,8 @@ def _parse(lines, source):
     cur_guid = cur_nports = seen_ports = port_match = None
     sw_match = _SW_PORT_RE.match
     ca_match = _CA_PORT_RE.match
-    header_match = _HEADER_RE.match
     speeds = SPEED_GBPS
+    hex16 = _HEX16.issuperset
 
     def warn(lineno, msg):
         warnings.append("%s:%d: %s" % (source, lineno, msg))
@@ -149,7 +149,8 @@ def _parse(lines, source):
             n_port += 1
             port, _, peer, peer_port, _, _, width, speed = m.groups()
             port = int(port)
-            peer = _guid(peer)
+            if len(peer) != 16 or not hex16(peer):
+                peer = normalize_guid(peer)
             peer_port = int(peer_port)
             if width is not None:
                 width = int(width)
@@ -162,7 +163,7 @@ def _parse(lines, source):
             if port in seen_ports:
                 warn(n_total, "port %d of %s listed twice" % (port, cur_guid))
             seen_ports.add(port)
-            if (cur_guid, port) <= (peer, peer_port):
+            if cur_guid < peer or (cur_guid == peer and port <= peer_port):
                 key = (cur_guid, port, peer, peer_port)
             else:
                 key = (peer, peer_port, cur_guid, port)
@@ -182,15 +183,19 @@ def _parse(lines, source):
         if first == "#":
             n_comment += 1
             continue
-        hm = header_match(line) if "=" in line else None
-        if hm:
-            n_header += 1
-            if current is not None:
-                # A header line after a node line: the blank separator line is missing.
-                current = None
-                header = {}
-            header[hm.group(1)] = hm.group(2)
-            continue
+        eq = line.find("=")
+        if eq > 0:
+            # vendid=0x2c9 (key=value, no blank in the value): no regex for the four header lines of every block
+            key = line[:eq]
+            value = line[eq + 1:]
+            if key in _HEADER_KEYS and value and " " not in value and value.isprintable():
+                n_header += 1
+                if current is not None:
+                    # A header line after a node line: the blank separator line is missing.
+                    current = None
+                    header = {}
+                header[key] = value
+                continue
         nm = _NODE_RE.match(line)
         if nm:
             n_node += 1
@@ -215,7 +220,7 @@ def _parse(lines, source):
             current = {
                 "guid": guid, "kind": kind, "nports": nports, "desc": desc, "lid": int(lm.group(1)) if lm else None,
                 "line": n_total, "source": source, "vendid": header.get("vendid"), "devid": header.get("devid"),
-                "sysimgguid": normalize_guid(sysimg) if sysimg.startswith("0x") else None,
+                "sysimgguid": _guid(sysimg[2:]) if sysimg.startswith("0x") else None,
                 "_seen_ports": seen_ports,
             }
             nodes[guid] = current

@@ -58,7 +58,14 @@ def read_captures(m, captures):
         for link in cap["links"]:
             linked.add(link["a"])
             linked.add(link["b"])
-            _attach(m, cap_nodes, link, segment)
+            a, b = cap_nodes.get(link["a"]), cap_nodes.get(link["b"])
+            if a is not None and b is not None and a["kind"] == "switch" and b["kind"] == "ca":
+                # the common case, inline: a host adapter on a switch port
+                m.cas.append({"guid": b["guid"], "desc": b["desc"], "switch": m.sw_by_guid[a["guid"]],
+                              "port": link["a_port"], "width": link["width"], "speed": link["speed"],
+                              "segment": segment, "lid": b["lid"]})
+            else:
+                _attach(m, a, b, link, segment)
         for guid, node in cap_nodes.items():
             if node["kind"] == "ca" and guid not in linked:
                 desc = node["desc"]
@@ -70,8 +77,7 @@ def read_captures(m, captures):
                     guid=guid, segment=segment))
 
 
-def _attach(m, cap_nodes, link, segment):
-    a, b = cap_nodes.get(link["a"]), cap_nodes.get(link["b"])
+def _attach(m, a, b, link, segment):
     if a is None or b is None:
         return
     if a["kind"] == "switch" and b["kind"] == "switch":

@@ -56,24 +56,29 @@ def tiers(m):
 
 def nic_rails(m):
     """Stage 4: the rail of each NIC, from node facts, else ranked HCA names inside name families."""
-    families = defaultdict(set)
+    names = set()
     for h in m.hosts.values():
         for n in h["nics"]:
-            mm = NAME_NUM_RE.match(n["hca"] or "")
-            if mm:
-                families[mm.group(1)].add(int(mm.group(2)))
+            names.add(n["hca"] or "")
+    families = defaultdict(set)
+    split = {}
+    for name in names:
+        mm = NAME_NUM_RE.match(name)
+        if mm:
+            split[name] = (mm.group(1), int(mm.group(2)))
+            families[mm.group(1)].add(int(mm.group(2)))
     rank = {}
     for prefix, numbers in families.items():
         for i, num in enumerate(sorted(numbers)):
-            rank[prefix + str(num)] = i
+            rank[(prefix, num)] = i
+    by_name = dict((name, rank.get(key)) for name, key in split.items())
     for h in m.hosts.values():
         for n in h["nics"]:
             if isinstance(n["facts_rail"], int):
                 n["rail"] = n["facts_rail"]
                 n["rail_from"] = "facts"
             else:
-                mm = NAME_NUM_RE.match(n["hca"] or "")
-                n["rail"] = rank.get(mm.group(1) + str(int(mm.group(2)))) if mm else None
+                n["rail"] = by_name.get(n["hca"] or "")
                 n["rail_from"] = "name" if n["rail"] is not None else None
 
 
