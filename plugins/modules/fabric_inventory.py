@@ -213,12 +213,11 @@ DIFF_LIMIT = 64 * 1024
 
 def load_inputs(params):
     """Read every input; raises FabricError naming the file and the cause."""
-    captures = []
     for path in params["ibnetdiscover"]:
-        try:
-            captures.append(parse_file(path))
-        except (IOError, OSError) as exc:
-            raise _fabric.FabricError("ibnetdiscover file %s: cannot read it: %s" % (path, to_native(exc)))
+        if not os.path.isfile(path) or not os.access(path, os.R_OK):
+            raise _fabric.FabricError("ibnetdiscover file %s: cannot read it: %s" % (
+                path, "not a readable file" if os.path.exists(path) else "no such file"))
+    captures = read_captures(params["ibnetdiscover"])
     lldp = {}
     merged = load_lldp_dir(params["lldp_dir"]) if params.get("lldp_dir") else {}
     merged.update(params["lldp"] or {})
@@ -242,9 +241,19 @@ def load_inputs(params):
             raise _fabric.FabricError("cabling_plan %s: not valid YAML: %s" % (params["cabling_plan"], to_native(exc)))
     if plan is not None and not isinstance(plan, dict):
         raise _fabric.FabricError("cabling_plan: expected a mapping or the path of a YAML file, got %s" % type(plan).__name__)
-    if not captures and not lldp:
+    if not params["ibnetdiscover"] and not lldp:
         raise _fabric.FabricError("no fabric data: give at least one ibnetdiscover file or LLDP neighbours")
     return captures, lldp, plan
+
+
+def read_captures(paths):
+    """Parse the captures one at a time, as the model asks for them (a generator: the model drops
+    each capture once read, so the peak memory is one capture plus the model, not all captures)."""
+    for path in paths:
+        try:
+            yield parse_file(path)
+        except (IOError, OSError) as exc:
+            raise _fabric.FabricError("ibnetdiscover file %s: cannot read it: %s" % (path, to_native(exc)))
 
 
 def load_lldp_dir(folder):

@@ -36,7 +36,10 @@ def _switch_record(name, guid, model, lid, segment, ports):
 
 
 def read_captures(m, captures):
-    """Stage 1: switches, switch-to-switch links and raw adapter attachments, per segment."""
+    """Stage 1: switches, switch-to-switch links and raw adapter attachments, per segment.
+
+    ``captures`` may be a generator: each capture is dropped once read, so a fleet's captures are
+    never all in memory with the model."""
     used_segments = set()
     for index, cap in enumerate(captures):
         segment = segment_name(cap.get("source", "segment"), index, used_segments)
@@ -75,6 +78,7 @@ def read_captures(m, captures):
                     "subnet manager problem, or a truncated capture" % (segment, guid, desc),
                     host=parts[0] if len(parts) == 2 else None, hca=parts[1] if len(parts) == 2 else None,
                     guid=guid, segment=segment))
+        cap = cap_nodes = None  # a capture given by a generator is freed here, before the next is parsed
 
 
 def _attach(m, a, b, link, segment):
@@ -211,6 +215,7 @@ def classify_adapters(m):
             h = hosts[host] = {"nics": [], "segments": set()}
         h["nics"].append(rec)
         h["segments"].add(ca["segment"])
+    m.cas = []   # every attachment is a NIC or an anomaly now
 
 
 def parse_lldp(data, host):
