@@ -55,6 +55,15 @@ print(json.dumps(planted))
 """
 
 
+# Read in a child: Linux carries a parent's peak RSS over fork and exec into the child's figure, so
+# this process stays small (no fabric generated or loaded here).
+IDS = r"""
+import json, sys
+with open(sys.argv[1]) as handle:
+    print(json.dumps(sorted(a["id"] for a in json.load(handle)["anomalies"])))
+"""
+
+
 def make_capture(nodes, rails, shape, path):
     """Write the capture in a child process (a fork of a big parent would inflate the peak RSS the
     module's process reports); -> the planted anomaly ids."""
@@ -99,9 +108,7 @@ def run_one(tmp, nodes, rails, shape):
     if result.get("failed"):
         raise SystemExit("module failed: %s" % result.get("msg"))
     _, floor_cpu, floor_wall, _ = measure([sys.executable, "-c", FLOOR, path])
-    with open(os.path.join(dest, "fabric.json")) as handle:
-        doc = json.load(handle)
-    found = sorted(a["id"] for a in doc["anomalies"])
+    found = json.loads(measure([sys.executable, "-c", IDS, os.path.join(dest, "fabric.json")])[0])
     false = sorted(set(found) - set(planted))
     missed = sorted(set(planted) - set(found))
     files = sum(len(f) for _, _, f in os.walk(dest))

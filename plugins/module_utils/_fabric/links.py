@@ -54,21 +54,27 @@ def spine_groups(m):
             group_of_spine[spine] = name
         groups.append({"name": name, "segment": m.switches[spines[0]]["segment"], "spines": spines, "leaves": []})
     by_name = dict((g["name"], g) for g in groups)
-    # A leaf's group: where most of its cables go; a leaf with no uplink takes the group most leaves
-    # of its rail (and segment) have, so that all its missing cables are named.
-    orphans = []
+    # A leaf's group: where most of its cables go. A tie (one cable moved when a plane has two spines)
+    # or a leaf with no uplink at all takes the group most leaves of its rail (and segment) have, so
+    # that every cable it misses is named.
+    undecided = []
     rail_votes = defaultdict(Counter)
     for sw in leaves:
         votes = Counter()
         for spine, count in sw["uplinks"].items():
             votes[group_of_spine[spine]] += count
-        sw["spine_group"] = vote(votes)
-        if sw["spine_group"] is None:
-            orphans.append(sw)
+        best = max(votes.values()) if votes else 0
+        tied = [g for g, c in votes.items() if c == best]
+        if len(tied) == 1:
+            sw["spine_group"] = tied[0]
+            rail_votes[(sw["segment"], sw["rail"])][tied[0]] += 1
         else:
-            rail_votes[(sw["segment"], sw["rail"])][sw["spine_group"]] += 1
-    for sw in orphans:
-        sw["spine_group"] = vote(rail_votes.get((sw["segment"], sw["rail"])) or Counter())
+            undecided.append((sw, tied))
+    for sw, tied in undecided:
+        votes = rail_votes.get((sw["segment"], sw["rail"])) or Counter()
+        if tied:
+            votes = Counter(dict((g, votes.get(g, 0)) for g in tied))
+        sw["spine_group"] = vote(votes)
     for sw in leaves:
         if sw["spine_group"] is not None:
             by_name[sw["spine_group"]]["leaves"].append(sw["name"])
