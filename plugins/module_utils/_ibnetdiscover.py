@@ -117,7 +117,9 @@ def _parse(lines, source):
     n_total = n_blank = n_comment = n_header = n_node = n_port = n_unparsed = 0
     header = {}
     current = None  # the node whose block we are in
-    cur_guid = cur_nports = seen_ports = port_match = None
+    cur_guid = port_match = None
+    cur_nports = 0
+    seen_ports = set()
     sw_match = _SW_PORT_RE.match
     ca_match = _CA_PORT_RE.match
     speeds = SPEED_GBPS
@@ -147,11 +149,14 @@ def _parse(lines, source):
                 warn(n_total, "garbled port line in block of %s: %r" % (cur_guid, line[:120]))
                 continue
             n_port += 1
-            port, _, peer, peer_port, _, _, width, speed = m.groups()
-            port = int(port)
+            # groups: port, peer kind letter, peer GUID, peer port, peer description, rest, width, speed
+            fields = m.groups()
+            port = int(fields[0])
+            peer = fields[2]
             if len(peer) != 16 or not hex16(peer):
                 peer = normalize_guid(peer)
-            peer_port = int(peer_port)
+            peer_port = int(fields[3])
+            width, speed = fields[6], fields[7]
             if width is not None:
                 width = int(width)
                 if speed not in speeds:

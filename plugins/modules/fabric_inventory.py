@@ -25,7 +25,7 @@ description:
   - A host with a miscabled or missing rail or a degraded link of its own is C(quarantined) by the fabric
     (with the anomaly ids, in C(fabric.json), its labels and the Slurm files) unless O(accept) accepts them.
   - Adapters whose node description is a default host name (O(suspicious_hostnames)) or was never set are
-    never hosts: they are anomalies keyed by GUID, and such names never appear in Slurm or Kubernetes files.
+    never hosts; they are anomalies keyed by GUID, and such names never appear in Slurm or Kubernetes files.
   - Reads only the files it is given; runs wherever the captures are (usually the controller).
 options:
   ibnetdiscover:
@@ -82,7 +82,7 @@ options:
   accept:
     description:
       - Anomaly ids (as in C(fabric.json) C(anomalies[].id), for example C(miscabled_rail:gpu001/mlx5_3)) or
-        shell-style patterns of ids (C(missing_rail:*/rail2)) the operator accepts: they quarantine no host.
+        shell-style patterns of ids (C(missing_rail:*/rail2)) the operator accepts; they quarantine no host.
     type: list
     elements: str
     default: []

@@ -88,8 +88,8 @@ def test_groups_by_status_leaf_rail_su_block(tmp_path, plugin_factory):
     assert members(inv, "block_%s" % d["nodes"]["gpu00004"]["block"].replace("-", "_")) == ["gpu00004"]
     assert members(inv, "segment_seg") == ["gpu00001", "gpu00002", "gpu00003", "gpu00004"]
     assert inv.get_host("gpu00003").vars["fabric"]["su"] == "su2"
-    assert inv.get_host("gpu00004").vars["fabric"]["quarantine"] == ["miscabled_rail:gpu00004/mlx5_0",
-                                                                    "missing_rail:gpu00004/rail0"]
+    quarantine = inv.get_host("gpu00004").vars["fabric"]["quarantine"]
+    assert quarantine == ["miscabled_rail:gpu00004/mlx5_0", "missing_rail:gpu00004/rail0"]
 
 
 def test_adapters_without_a_host_name_are_groups_keyed_by_guid_never_hosts(tmp_path, plugin_factory):

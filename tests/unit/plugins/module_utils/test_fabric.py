@@ -82,8 +82,8 @@ def test_real_nodes(real_doc):
     assert quarantined == sorted(["a05-p1-dgx-01-c%02d" % i for i in (1, 3, 4, 9, 12, 13, 14, 15, 17, 18)]
                                  + ["b08-p1-dgx-08-c01"])
     assert all(n["status"] == "unknown" for h, n in nodes.items() if h not in quarantined)
-    assert sorted(nodes["b08-p1-dgx-08-c01"]["quarantine"]) == ["miscabled_rail:b08-p1-dgx-08-c01/HCA-5",
-                                                        "miscabled_rail:b08-p1-dgx-08-c01/HCA-6"]
+    assert sorted(nodes["b08-p1-dgx-08-c01"]["quarantine"]) == [
+        "miscabled_rail:b08-p1-dgx-08-c01/HCA-5", "miscabled_rail:b08-p1-dgx-08-c01/HCA-6"]
     assert nodes["a05-p1-dgx-01-c01"]["quarantine"] == ["missing_rail:a05-p1-dgx-01-c01/rail2"]
     assert nodes["a05-p1-dgx-01-c01"]["quarantined_by"] == ["fabric"]
     c01 = nodes["a08-p1-dgx-04-c01"]
