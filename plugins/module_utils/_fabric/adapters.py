@@ -73,10 +73,11 @@ def read_captures(m, captures):
             if node["kind"] == "ca" and guid not in linked:
                 desc = node["desc"]
                 parts = desc.split()
+                named = len(parts) == 2 and not UNNAMED_RE.match(desc) and parts[0].lower() not in m.suspicious
                 m.anomalies.append(anomaly(
                     "isolated_hca", "%s: adapter %s (%r) has no connected port in the capture: cable, port or "
                     "subnet manager problem, or a truncated capture" % (segment, guid, desc),
-                    host=parts[0] if len(parts) == 2 else None, hca=parts[1] if len(parts) == 2 else None,
+                    host=parts[0] if named else None, hca=parts[1] if named else None,
                     guid=guid, segment=segment))
         cap = cap_nodes = None  # a capture given by a generator is freed here, before the next is parsed
 

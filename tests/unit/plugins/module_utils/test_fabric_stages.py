@@ -140,3 +140,12 @@ def test_planted_anomalies_exactly_on_both_shapes():
         doc = _fabric.analyze([parse(fab.text(), "planted.out")])
         assert sorted(a["id"] for a in doc["anomalies"]) == planted, shape
         assert doc["warnings"] == []
+
+
+def test_isolated_adapter_with_a_default_name_names_no_host():
+    fab, info = ibnetgen.rail_fabric(sus=1, nodes_per_su=2, rails=2, spines=1)
+    lone = fab.ca("localhost mlx5_0")
+    named = fab.ca("gpu00009 mlx5_0")
+    m = model_until(fab, "read_captures")
+    got = sorted((a["guid"], a["host"], a["hca"]) for a in m.anomalies if a["kind"] == "isolated_hca")
+    assert got == sorted([(lone, None, None), (named, "gpu00009", "mlx5_0")])
