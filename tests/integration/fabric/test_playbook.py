@@ -155,3 +155,19 @@ def test_collect_then_build(setup):
     assert doc["nodes"]["gpu-roce-01"]["rails"][0]["leaf"] == "tor-r0"
     assert len(doc["nodes"]) == 120
     assert "Fabric inventory: 120 nodes" in proc.stdout
+
+
+def test_delegate_to_localhost_stays_local_with_the_fabric_inventory(setup):
+    """Issue 14: the capture names adapters `localhost ...`; were they hosts, `delegate_to: localhost`
+    would go over SSH to a machine called localhost and fail UNREACHABLE."""
+    tmp_path = setup
+    playbook(tmp_path)
+    (tmp_path / "site.fabric.yml").write_text("plugin: gpufleet.provision.fabric\npath: out/fabric.json\n")
+    (tmp_path / "delegate.yml").write_text(
+        "- hosts: status_unknown\n  gather_facts: false\n  tasks:\n"
+        "    - name: Runs on the controller\n      ansible.builtin.command: /bin/true\n"
+        "      delegate_to: localhost\n      run_once: true\n      changed_when: false\n")
+    proc = run([tool("ansible-playbook"), "-i", "site.fabric.yml", "delegate.yml",
+                "-e", "ansible_python_interpreter=%s" % os.path.join(BIN, "python")], tmp_path, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "UNREACHABLE" not in proc.stdout and "ok: [" in proc.stdout
