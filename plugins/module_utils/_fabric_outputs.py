@@ -27,7 +27,7 @@ import json
 import os
 import re
 
-from ansible_collections.gpufleet.provision.plugins.module_utils._fabric import DEFAULT_SUSPICIOUS_HOSTNAMES
+from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.verdicts import schedulable
 from ansible_collections.gpufleet.provision.plugins.module_utils._parsers import natural_key
 
 _TRAILING_NUM_RE = re.compile(r"^(.*?)(\d+)$")
@@ -64,18 +64,6 @@ def hostlist(names):
     parts.extend((s, -1, s) for s in singles)
     parts.sort(key=lambda p: (natural_key(p[0]), p[1]))
     return ",".join(p[2] for p in parts)
-
-
-def default_names(doc):
-    names = set(h.lower() for h in DEFAULT_SUSPICIOUS_HOSTNAMES)
-    names.update(h.lower() for h in (doc.get("policy") or {}).get("suspicious_hostnames") or [])
-    return names
-
-
-def schedulable(doc):
-    """Hosts that may appear in a scheduler file at all (no default host names)."""
-    bad = default_names(doc)
-    return [h for h in doc["nodes"] if h.lower() not in bad and h.split(".")[0].lower() not in bad]
 
 
 def selected_nodes(doc, statuses):

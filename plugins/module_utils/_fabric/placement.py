@@ -16,6 +16,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.common import FabricError
+from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.verdicts import schedulable
 from ansible_collections.gpufleet.provision.plugins.module_utils._parsers import natural_key
 
 
@@ -50,8 +51,6 @@ class _Unit(object):
 
 def _units(doc, busy, statuses):
     """Blocks, SUs and segments with their free hosts (status in statuses, not busy, schedulable)."""
-    from ansible_collections.gpufleet.provision.plugins.module_utils._fabric_outputs import schedulable
-
     nodes = doc.get("nodes") if isinstance(doc, dict) else None
     if not isinstance(nodes, dict) or not isinstance(doc.get("blocks"), list):
         raise FabricError("placement: expected the fabric.json document (an object with `nodes` and `blocks`)")

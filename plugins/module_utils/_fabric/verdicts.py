@@ -12,7 +12,7 @@ from collections import Counter, defaultdict
 
 from ansible_collections.gpufleet.provision.plugins.module_utils._parsers import natural_key
 from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.common import (
-    ANOMALY_KINDS, QUARANTINE_KINDS, SCHEMA_VERSION)
+    ANOMALY_KINDS, DEFAULT_SUSPICIOUS_HOSTNAMES, QUARANTINE_KINDS, SCHEMA_VERSION)
 
 
 def _kind_rank(kind):
@@ -151,3 +151,16 @@ def summarize(doc):
         "accepted": sum(1 for a in doc["anomalies"] if a.get("accepted")),
         "warnings": len(doc["warnings"]),
     }
+
+
+def default_names(doc):
+    """The default host names of a fabric document (its policy, and the built-in list)."""
+    names = set(h.lower() for h in DEFAULT_SUSPICIOUS_HOSTNAMES)
+    names.update(h.lower() for h in (doc.get("policy") or {}).get("suspicious_hostnames") or [])
+    return names
+
+
+def schedulable(doc):
+    """Hosts that may appear in a scheduler file or a placement at all (no default host names)."""
+    bad = default_names(doc)
+    return [h for h in doc["nodes"] if h.lower() not in bad and h.split(".")[0].lower() not in bad]
