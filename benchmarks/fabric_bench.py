@@ -1,13 +1,22 @@
 #!/usr/bin/env python3
-"""Parse + analysis cost of the fabric model on synthetic rail-optimized fabrics.
+"""The whole fabric_inventory module, run as Ansible runs it, on synthetic rail-optimized fabrics.
 
-    .venv/bin/python benchmarks/fabric_bench.py [--sizes 1024,2048,4096,8192] [--rails 8]
+    .venv/bin/python benchmarks/fabric_bench.py [--sizes 1024,4096,8192,16384] [--shapes shared,plane] [--rails 8]
 
-For each size, writes an ibnetdiscover capture (32 nodes per SU, one leaf per rail per SU, every leaf
-cabled to every spine) with a few injected faults, then measures in a fresh child process the wall
-time of parse + analyze (+ rendering the output files, shown apart) and the peak RSS of that process.
-Prints a table and the time ratio between consecutive sizes (linear growth: about 2.0 per doubling).
-The target of issue 6 is 8,192 nodes x 8 rails in under 10 s and 1 GiB on a 2-core machine.
+For each shape and size, lab/fabric/ibnetgen.py writes an ibnetdiscover capture (32 nodes per SU, one
+leaf per rail per SU; "shared": every leaf cabled to each of 32 spines, "plane": rail k of every SU
+cabled to the 16 spines of plane k) with one fault of each kind planted (``plant_anomalies``: the ids
+the model must report, no more, no fewer). Then, each in a fresh child process:
+
+- the module itself (``plugins/modules/fabric_inventory.py ARGS.json``: parse, model, render, writes,
+  result on stdout), measured with wait4(): CPU (user + system), wall time, peak RSS;
+- the floor: one regular-expression pass over the same file (each line matched against the port-line
+  pattern, the one thing no parser can skip), measured the same way.
+
+Prints per run the CPU, wall and peak memory of the module, its ratio to the floor, the output sizes,
+the anomalies found against those planted (false = found, not planted; missed = planted, not found),
+and per shape the CPU growth per doubling (linear: about 2).
+Goal (issue 15): 8,192 x 8 on either shape in at most 4 s CPU and 400 MiB, within 5x of the floor.
 """
 import argparse
 import json
@@ -19,74 +28,136 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(REPO, "lab", "fabric"))
-sys.path.insert(0, os.path.join(REPO, ".build"))
+BUILD = os.path.join(REPO, ".build")
+MODULE = os.path.join(REPO, "plugins", "modules", "fabric_inventory.py")
 
-CHILD = r"""
-import json, resource, sys, time
-sys.path.insert(0, %(build)r)
-from ansible_collections.gpufleet.provision.plugins.module_utils._ibnetdiscover import parse_file
-from ansible_collections.gpufleet.provision.plugins.module_utils import _fabric, _fabric_outputs
-t0 = time.perf_counter()
-c0 = time.process_time()
-cap = parse_file(%(path)r)
-t1 = time.perf_counter()
-doc = _fabric.analyze([cap])
-t2 = time.perf_counter()
-c2 = time.process_time()
-files, notes = _fabric_outputs.render(doc, ("green", "unknown"))
-t3 = time.perf_counter()
-print(json.dumps({"parse": t1 - t0, "analyze": t2 - t1, "render": t3 - t2, "cpu": c2 - c0,
-                  "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
-                  "lines": cap["lines"]["total"], "nodes": len(doc["nodes"]),
-                  "anomalies": doc["summary"]["anomalies"], "blocks": len(doc["blocks"])}))
+FLOOR = r"""
+import re, sys
+port = re.compile(r'^\[(\d+)\](?:\(([0-9a-fA-F]+)\))?\s+"([SHR])-([0-9a-fA-F]+)"\[(\d+)\]')
+n = 0
+with open(sys.argv[1], encoding="utf-8", errors="replace") as handle:
+    for line in handle:
+        if port.match(line):
+            n += 1
+print(n)
 """
 
 
-def make_capture(nodes, rails, path):
-    import ibnetgen
+GENERATE = r"""
+import json, sys
+sys.path.insert(0, %(lab)r)
+import ibnetgen
+fab, info = ibnetgen.rail_fabric(sus=%(sus)d, nodes_per_su=%(per_su)d, rails=%(rails)d, spines=%(spines)d, shape=%(shape)r)
+planted = ibnetgen.plant_anomalies(fab, info)
+with open(%(path)r, "w") as handle:
+    handle.write(fab.text())
+print(json.dumps(planted))
+"""
+
+
+# Read in a child: Linux carries a parent's peak RSS over fork and exec into the child's figure, so
+# this process stays small (no fabric generated or loaded here).
+IDS = r"""
+import json, sys
+with open(sys.argv[1]) as handle:
+    print(json.dumps(sorted(a["id"] for a in json.load(handle)["anomalies"])))
+"""
+
+
+def make_capture(nodes, rails, shape, path):
+    """Write the capture in a child process (a fork of a big parent would inflate the peak RSS the
+    module's process reports); -> the planted anomaly ids."""
     per_su = 32
-    sus = nodes // per_su
-    spines = 32
-    fab, info = ibnetgen.rail_fabric(sus=sus, nodes_per_su=per_su, rails=rails, spines=spines)
-    # Injected faults: one swapped rail pair, one default host name, one unset description,
-    # one degraded link, one missing uplink.
-    h = info["hosts"][1][0]
-    fab.move(info["nic"][(h, 0)], info["leaf"][(1, 1)], per_su + 40)
-    fab.move(info["nic"][(h, 1)], info["leaf"][(1, 0)], per_su + 40)
-    fab.set_desc(info["nic"][(info["hosts"][2][0], 0)], "localhost mlx5_0")
-    fab.set_desc(info["nic"][(info["hosts"][2][1], 0)], "MT4129 ConnectX7   Mellanox Technologies")
-    fab.set_rate(info["leaf"][(3, 2)], 3, 2, "NDR")
-    fab.unlink(info["leaf"][(4, 0)], per_su + 1)
-    with open(path, "w") as handle:
-        handle.write(fab.text())
+    code = GENERATE % {"lab": os.path.join(REPO, "lab", "fabric"), "sus": nodes // per_su, "per_su": per_su,
+                       "rails": rails, "spines": 32 if shape == "shared" else 16, "shape": shape, "path": path}
+    out = subprocess.run([sys.executable, "-c", code], check=True, stdout=subprocess.PIPE, timeout=1800).stdout
+    return json.loads(out)
+
+
+def measure(argv, env=None):
+    """Run argv; -> (stdout, cpu s, wall s, peak RSS MiB) of that child alone."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    out_chunks = []
+    while True:
+        chunk = proc.stdout.read(1 << 20)
+        if not chunk:
+            break
+        out_chunks.append(chunk)
+    err = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit("%s failed (%d): %s" % (argv[1], proc.returncode, err.decode()[-2000:]))
+    return b"".join(out_chunks), usage.ru_utime + usage.ru_stime, wall, usage.ru_maxrss / 1024.0
+
+
+def run_one(tmp, nodes, rails, shape):
+    path = os.path.join(tmp, "%s-%d.out" % (shape, nodes))
+    planted = make_capture(nodes, rails, shape, path)
+    lines = sum(1 for _ in open(path))
+    dest = os.path.join(tmp, "out-%s-%d" % (shape, nodes))
+    args = os.path.join(tmp, "args.json")
+    with open(args, "w") as handle:
+        json.dump({"ANSIBLE_MODULE_ARGS": {"ibnetdiscover": [path], "dest": dest,
+                                           "topology_statuses": ["green", "unknown"]}}, handle)
+    env = dict(os.environ, PYTHONPATH=BUILD)
+    out, cpu, wall, rss = measure([sys.executable, MODULE, args], env)
+    result = json.loads(out)
+    if result.get("failed"):
+        raise SystemExit("module failed: %s" % result.get("msg"))
+    _, floor_cpu, floor_wall, _ = measure([sys.executable, "-c", FLOOR, path])
+    found = json.loads(measure([sys.executable, "-c", IDS, os.path.join(dest, "fabric.json")])[0])
+    false = sorted(set(found) - set(planted))
+    missed = sorted(set(planted) - set(found))
+    files = sum(len(f) for _, _, f in os.walk(dest))
+    row = {"shape": shape, "nodes": nodes, "rails": rails, "lines": lines, "cpu": cpu, "wall": wall, "rss": rss,
+           "floor_cpu": floor_cpu, "ratio": cpu / floor_cpu, "result_kib": len(out) / 1024.0,
+           "json_mib": os.path.getsize(os.path.join(dest, "fabric.json")) / 1048576.0, "files": files,
+           "planted": len(planted), "found": len(found), "false": false, "missed": missed,
+           "summary_lines": len(result["summary_text"].splitlines())}
+    os.remove(path)
+    subprocess.run(["rm", "-rf", dest], check=True)
+    return row
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="1024,2048,4096,8192")
+    parser.add_argument("--sizes", default="1024,4096,8192,16384")
+    parser.add_argument("--shapes", default="shared,plane")
     parser.add_argument("--rails", type=int, default=8)
+    parser.add_argument("--json", help="also write the rows to this file")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    print("%6s %5s %9s %8s %8s %8s %8s %8s %9s  %s" % ("nodes", "rails", "lines", "parse_s", "model_s", "total_s",
-                                                        "cpu_s", "render_s", "peak_MiB", "anomalies"))
-    print("(wall seconds except cpu_s = CPU seconds of parse+model; other jobs on the machine inflate wall time)")
-    prev = None
+    head = "%-6s %6s %8s %7s %7s %8s %8s %6s %8s %7s %5s %7s %s" % (
+        "shape", "nodes", "lines", "cpu_s", "wall_s", "peak_MiB", "floor_s", "xfloor", "json_MiB", "res_KiB",
+        "files", "summary", "anomalies found/planted (false, missed)")
+    print(head)
+    print("(cpu_s: user+system CPU of the module process; wall time is inflated when other jobs share the machine)")
+    rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for n in sizes:
-            path = os.path.join(tmp, "fabric-%d.out" % n)
-            make_capture(n, args.rails, path)
-            out = subprocess.run([sys.executable, "-c", CHILD % {"build": os.path.join(REPO, ".build"), "path": path}],
-                                 check=True, stdout=subprocess.PIPE, universal_newlines=True, timeout=600).stdout
-            r = json.loads(out)
-            total = r["parse"] + r["analyze"]
-            ratio = (" cpu x%.2f vs previous" % (r["cpu"] / prev)) if prev else ""
-            prev = r["cpu"]
-            print("%6d %5d %9d %8.2f %8.2f %8.2f %8.2f %8.2f %9.0f  %s%s" % (
-                n, args.rails, r["lines"], r["parse"], r["analyze"], total, r["cpu"], r["render"], r["rss_mib"],
-                ",".join("%s=%d" % kv for kv in r["anomalies"].items()), ratio))
-            os.remove(path)
+        for shape in args.shapes.split(","):
+            prev = None
+            for n in sizes:
+                r = run_one(tmp, n, args.rails, shape)
+                growth = (" cpu x%.2f" % (r["cpu"] / prev)) if prev else ""
+                prev = r["cpu"]
+                print("%-6s %6d %8d %7.2f %7.2f %8.0f %8.2f %6.1f %8.1f %7.1f %5d %7d %d/%d (%d, %d)%s" % (
+                    shape, n, r["lines"], r["cpu"], r["wall"], r["rss"], r["floor_cpu"], r["ratio"], r["json_mib"],
+                    r["result_kib"], r["files"], r["summary_lines"], r["found"], r["planted"], len(r["false"]),
+                    len(r["missed"]), growth))
+                for what in ("false", "missed"):
+                    if r[what]:
+                        print("   %s: %s%s" % (what, ", ".join(r[what][:5]), " ..." if len(r[what]) > 5 else ""))
+                sys.stdout.flush()
+                rows.append(r)
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump(rows, handle, indent=1)
+    bad = [r for r in rows if r["false"] or r["missed"]]
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -14,7 +14,13 @@ description:
   - Reads the C(fabric.json) written by M(gpufleet.provision.fabric_inventory) and adds every node with
     groups by placement block, leaf, rail, scalable unit (SU), fabric segment and status, so a play can
     target "every node on leaf X" (C(leaf_X)) or "all quarantined nodes" (C(status_quarantined)).
-  - Each host gets the variable C(fabric), its record (status, su, block, rails with leaf and port).
+  - Each host gets the variable C(fabric), its record (status, su, block, rails with leaf and port, the ids
+    of its anomalies and of those that quarantine it).
+  - Hosts with anomalies are in C(anomaly_<kind>) groups; hosts the fabric quarantines in C(quarantined_by_fabric).
+  - Adapters without a trustworthy host name (node description never set, or a default host name such as
+    C(localhost) or C(ubuntu)) are never hosts, so a C(delegate_to localhost) of a combined inventory stays local;
+    each is an empty group C(adapter_<guid>) under C(unmapped_adapters), with the variable C(fabric_adapter)
+    (id, kind, guid, description, switch, port, su, rail). A node named like a default host name is skipped too.
   - The configuration file name must end with C(fabric.yml) or C(fabric.yaml).
 extends_documentation_fragment:
   - constructed
@@ -53,12 +59,18 @@ compose:
 
 import json
 import os
+import re
 
 from ansible.errors import AnsibleParserError
 from ansible.module_utils.common.text.converters import to_native
 from ansible.plugins.inventory import BaseInventoryPlugin, Constructable
 
+from ansible_collections.gpufleet.provision.plugins.module_utils._fabric import DEFAULT_SUSPICIOUS_HOSTNAMES
+
 SUPPORTED_SCHEMA = 1
+# Used when fabric.json has no policy (older files); the model's own list wins when present.
+DEFAULT_NAMES = DEFAULT_SUSPICIOUS_HOSTNAMES
+NAMELESS_KINDS = ("unnamed_hca", "suspicious_hostname")
 
 
 class InventoryModule(BaseInventoryPlugin, Constructable):
@@ -94,15 +106,28 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
                                      % (source, SUPPORTED_SCHEMA, doc.get("schema") if isinstance(doc, dict) else None))
         statuses = set(self.get_option("statuses") or [])
         strict = self.get_option("strict")
+        policy = doc.get("policy") if isinstance(doc.get("policy"), dict) else {}
+        default_names = set(n.lower() for n in (policy.get("suspicious_hostnames") or DEFAULT_NAMES))
+        anomalies = [a for a in doc.get("anomalies") or [] if isinstance(a, dict)]
+        kinds_of = {}
+        for a in anomalies:
+            if a.get("host"):
+                kinds_of.setdefault(a["host"], set()).add(a.get("kind"))
         for host in sorted(doc["nodes"]):
             node = doc["nodes"][host]
             if not isinstance(node, dict):
                 raise AnsibleParserError("fabric inventory %s: node %s is not an object" % (source, host))
+            if host.lower() in default_names or host.split(".")[0].lower() in default_names:
+                self.display.warning("fabric inventory %s: node %r has a default host name; not added as a host" % (source, host))
+                continue
             if statuses and node.get("status") not in statuses:
                 continue
             self.inventory.add_host(host)
             self.inventory.set_variable(host, "fabric", node)
             groups = ["status_%s" % node.get("status")]
+            if "fabric" in (node.get("quarantined_by") or []):
+                groups.append("quarantined_by_fabric")
+            groups.extend("anomaly_%s" % k for k in sorted(kinds_of.get(host, ())))
             if node.get("su"):
                 groups.append("su_%s" % node["su"])
             if node.get("block"):
@@ -120,3 +145,18 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
             self._set_composite_vars(self.get_option("compose"), hostvars, host, strict=strict)
             self._add_host_to_composed_groups(self.get_option("groups"), hostvars, host, strict=strict)
             self._add_host_to_keyed_groups(self.get_option("keyed_groups"), hostvars, host, strict=strict)
+        self._unmapped_adapters(anomalies)
+
+    def _unmapped_adapters(self, anomalies):
+        """Adapters that name no host: one empty group per GUID, never a host."""
+        parent = None
+        for a in anomalies:
+            if a.get("kind") not in NAMELESS_KINDS or a.get("host") or not a.get("guid"):
+                continue
+            if parent is None:
+                parent = self._group("unmapped_adapters")
+            guid = re.sub(r"[^0-9a-f]", "", str(a["guid"]).lower())
+            group = self._group("adapter_%s" % guid)
+            self.inventory.add_child(parent, group)
+            self.inventory.set_variable(group, "fabric_adapter", dict(
+                (k, a.get(k)) for k in ("id", "kind", "guid", "desc", "switch", "port", "su", "rail", "segment")))

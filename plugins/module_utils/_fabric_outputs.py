@@ -5,6 +5,12 @@
 
 All functions are pure (document in, text out) except ``plan_files``/``apply_files``, which
 compare with and write to a destination folder, so the module can predict changes in check mode.
+``fabric.json`` is not made as one text: ``JsonStream`` writes it compact, piece by piece (the C
+encoder per node), and is compared with the file on disk by its SHA-256.
+
+Default host names (``localhost``, ``ubuntu``... the model's ``policy.suspicious_hostnames``) never
+go into a Slurm or Kubernetes file, whatever statuses are asked for: a name shared by many
+machines is no node.
 
 Slurm's tree plugin wants every node under exactly one leaf switch; a rail-optimized node is under
 one leaf per rail. So ``topology.conf`` describes the placement tiers instead: one switch per
@@ -16,10 +22,12 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import hashlib
 import json
 import os
 import re
 
+from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.verdicts import schedulable
 from ansible_collections.gpufleet.provision.plugins.module_utils._parsers import natural_key
 
 _TRAILING_NUM_RE = re.compile(r"^(.*?)(\d+)$")
@@ -60,7 +68,18 @@ def hostlist(names):
 
 def selected_nodes(doc, statuses):
     statuses = set(statuses)
-    return set(h for h, n in doc["nodes"].items() if n["status"] in statuses)
+    return set(h for h in schedulable(doc) if doc["nodes"][h]["status"] in statuses)
+
+
+def _quarantine_comments(doc, keep):
+    """Comment lines naming the hosts the fabric quarantined, and why (ids in fabric.json)."""
+    lines = []
+    for host in schedulable(doc):
+        node = doc["nodes"][host]
+        if node.get("quarantine"):
+            lines.append("# quarantined by the fabric%s: %s (%s)" % (
+                "" if host not in keep else ", included as asked", host, ", ".join(node["quarantine"])))
+    return lines
 
 
 def _header(doc, what):
@@ -75,6 +94,7 @@ def topology_tree(doc, statuses=("green",)):
     lines.append("# Rail-aware tree: block switches hold hosts with the same leaf on every rail; SU switches")
     lines.append("# group the blocks behind one spine group; 'fabric' joins the SUs. Node statuses included: %s."
                  % ", ".join(statuses))
+    lines.extend(_quarantine_comments(doc, keep))
     su_children = {}
     for block in doc["blocks"]:
         members = [h for h in block["nodes"] if h in keep]
@@ -101,6 +121,7 @@ def topology_block(doc, statuses=("green",), block_sizes=None):
     lines = _header(doc, "Slurm topology.conf (topology/block, Slurm >= 23.11)")
     lines.append("# One block per placement block (same leaf on every rail). Node statuses included: %s."
                  % ", ".join(statuses))
+    lines.extend(_quarantine_comments(doc, keep))
     count = 0
     for block in doc["blocks"]:
         members = [h for h in block["nodes"] if h in keep]
@@ -115,11 +136,21 @@ def topology_block(doc, statuses=("green",), block_sizes=None):
     return "\n".join(lines) + "\n"
 
 
+_LABEL_BAD_RE = re.compile(r"[^-A-Za-z0-9_.]")
+_RDMA_NAME_RE = re.compile(r"^[a-z][a-z0-9]*_\d+$")
+_label_cache = {}
+
+
 def label_value(value):
     """A valid Kubernetes label value (<= 63 chars, alphanumeric ends, [-_.A-Za-z0-9] inside)."""
-    text = re.sub(r"[^-A-Za-z0-9_.]", "-", str(value))
-    text = text[:63].strip("-_.")
-    return text if _LABEL_VALUE_RE.match(text) else ""
+    value = str(value)
+    text = _label_cache.get(value)
+    if text is None:
+        text = _LABEL_BAD_RE.sub("-", value)[:63].strip("-_.")
+        text = text if _LABEL_VALUE_RE.match(text) else ""
+        if len(_label_cache) < 100000:   # leaf, SU and block names repeat across nodes
+            _label_cache[value] = text
+    return text
 
 
 def labels(doc, host):
@@ -132,10 +163,42 @@ def labels(doc, host):
     }
     if len(node["segments"]) == 1:
         out[LABEL_PREFIX + "segment"] = label_value(node["segments"][0])
+    if node.get("quarantined_by"):
+        out[LABEL_PREFIX + "quarantined-by"] = "-".join(node["quarantined_by"])
     for r in node["rails"]:
         if r["rail"] is not None:
             out[LABEL_PREFIX + "rail%s-leaf" % r["rail"]] = label_value(r["leaf"])
     return dict((k, v) for k, v in sorted(out.items()) if v != "")
+
+
+def annotations(doc, host):
+    """The anomaly ids behind a fabric quarantine (too long and too free-form for a label value)."""
+    node = doc["nodes"][host]
+    out = {}
+    if node.get("quarantine"):
+        out[LABEL_PREFIX + "quarantine"] = ",".join(node["quarantine"])
+    if node.get("accepted"):
+        out[LABEL_PREFIX + "accepted"] = ",".join(node["accepted"])
+    return out
+
+
+def node_patch(doc, host):
+    """What ``kubectl patch node`` / server-side apply takes for one node."""
+    meta = {"labels": labels(doc, host)}
+    notes = annotations(doc, host)
+    if notes:
+        meta["annotations"] = notes
+    return {"metadata": meta}
+
+
+def labels_list(doc):
+    """All nodes' labels as one v1 List of Node objects (``kubectl apply --server-side -f labels.json``)."""
+    items = []
+    for host in sorted(schedulable(doc), key=natural_key):
+        meta = node_patch(doc, host)["metadata"]
+        meta["name"] = host
+        items.append({"apiVersion": "v1", "kind": "Node", "metadata": dict(sorted(meta.items()))})
+    return {"apiVersion": "v1", "kind": "List", "items": items}
 
 
 def nccl_env(doc, host):
@@ -144,45 +207,89 @@ def nccl_env(doc, host):
     ``NCCL_IB_HCA==mlx5_0:1,...``: the leading '=' asks NCCL for exact names (else mlx5_1 would also
     match mlx5_10, mlx5_11); rail NICs only, in rail order; storage NICs are not rails.
     """
+    value, why = nccl_ib_hca(doc, host)
+    if value is None:
+        return None, why
+    lines = ["# NCCL settings for %s from the fabric inventory (rail NICs in rail order)" % host,
+             "NCCL_IB_HCA=%s" % value]
+    return "\n".join(lines) + "\n", None
+
+
+def nccl_ib_hca(doc, host):
+    """The NCCL_IB_HCA value of a host (``=mlx5_0:1,...``), or (None, reason)."""
     node = doc["nodes"][host]
     devices = []
     for r in sorted(node["rails"], key=lambda x: (x["rail"] if x["rail"] is not None else 999)):
-        dev = r["device"] or (r["hca"] if re.match(r"^[a-z][a-z0-9]*_\d+$", r["hca"] or "") else None)
+        dev = r["device"] or (r["hca"] if _RDMA_NAME_RE.match(r["hca"] or "") else None)
         if dev is None:
             return None, ("%s: adapter %s has no RDMA device name (give node facts for this host)" % (host, r["hca"]))
         devices.append("%s:1" % dev)
     if not devices:
         return None, "%s: no rail NIC in the fabric" % host
-    lines = ["# NCCL settings for %s from the fabric inventory (rail NICs in rail order)" % host,
-             "NCCL_IB_HCA==%s" % ",".join(devices)]
-    return "\n".join(lines) + "\n", None
+    return "=" + ",".join(devices), None
 
 
-def summary_text(doc):
+def nccl_all(doc):
+    """{host: {"NCCL_IB_HCA": value}} for every host whose RDMA device names are known; the notes."""
+    out = {}
+    notes = []
+    for host in sorted(schedulable(doc), key=natural_key):
+        value, why = nccl_ib_hca(doc, host)
+        if value is None:
+            notes.append(why)
+        else:
+            out[host] = {"NCCL_IB_HCA": value}
+    return out, notes
+
+
+def summary_text(doc, per_su_limit=12):
+    """One screen, whatever the size of the fabric: per-SU lines only for small fabrics."""
     s = doc["summary"]
     lines = ["Fabric inventory: %d nodes, %d rails, %d SUs, %d blocks; switches %s"
              % (s["nodes"], s["rails"], s["sus"], s["blocks"],
                 ", ".join("%s %d" % (k, v) for k, v in s["switches"].items()))]
-    lines.append("Status: " + (", ".join("%s %d" % (k, v) for k, v in s["status"].items()) or "none"))
-    lines.append("Rails: " + "; ".join("%s = %s (%d leaves)" % (r["rail"], "/".join(r["names"]), len(r["leaves"]))
+    status = ", ".join("%s %d" % (k, v) for k, v in s["status"].items()) or "none"
+    if s.get("quarantined_by_fabric"):
+        status += " (%d quarantined by the fabric)" % s["quarantined_by_fabric"]
+    lines.append("Status: " + status)
+    groups = doc.get("spine_groups") or []
+    if groups:
+        sizes = sorted(set(len(g["spines"]) for g in groups))
+        lines.append("Spine groups: %s; %s spines each" % (
+            ", ".join("%d %s" % (v, k) for k, v in s["spine_groups"].items()), "/".join(str(n) for n in sizes)))
+    lines.append("Rails: " + "; ".join("%s = %s (%d leaves)" % (r["rail"], "/".join(r["names"][:4]), len(r["leaves"]))
                                        for r in doc["rails"]))
-    lines.append("Blocks (placement groups, same leaf on every rail):")
-    for su in doc["sus"]:
-        mine = [b for b in doc["blocks"] if b["su"] == su["name"]]
-        sizes = " ".join("%s=%d" % (b["name"], b["size"]) for b in mine)
-        lines.append("  %-6s rails %-9s %s" % (su["name"], ",".join(sorted(su["leaves"], key=int)), sizes))
-    loose = [b for b in doc["blocks"] if b["su"] is None]
-    if loose:
-        lines.append("  no SU  " + " ".join("%s=%d" % (b["name"], b["size"]) for b in loose))
+    if len(doc["sus"]) <= per_su_limit:
+        lines.append("Blocks (placement groups, same leaf on every rail):")
+        for su in doc["sus"]:
+            mine = [b for b in doc["blocks"] if b["su"] == su["name"]]
+            sizes = " ".join("%s=%d" % (b["name"], b["size"]) for b in mine)
+            lines.append("  %-6s rails %-9s %s" % (su["name"], ",".join(sorted(su["leaves"], key=int)), sizes))
+        loose = [b for b in doc["blocks"] if b["su"] is None]
+        if loose:
+            lines.append("  no SU  " + " ".join("%s=%d" % (b["name"], b["size"]) for b in loose))
+    else:
+        histogram = {}
+        for b in doc["blocks"]:
+            histogram[b["size"]] = histogram.get(b["size"], 0) + 1
+        lines.append("Blocks (same leaf on every rail), size x count: " + ", ".join(
+            "%d x %d" % (size, histogram[size]) for size in sorted(histogram, reverse=True)))
+        short = [su["name"] for su in doc["sus"] if len(su["leaves"]) < s["rails"]]
+        if short:
+            lines.append("SUs without a leaf for every rail: " + _short_list(short))
     lines.append("Anomalies by kind (all of them in fabric.json `anomalies`):" if s["anomalies"] else "Anomalies: none")
-    by_kind = {}
+    first = {}
+    hosts = {}
     for a in doc["anomalies"]:
-        by_kind.setdefault(a["kind"], []).append(a)
+        first.setdefault(a["kind"], a)
+        if a["host"]:
+            hosts.setdefault(a["kind"], set()).add(a["host"])
     for kind, count in s["anomalies"].items():
-        items = by_kind[kind]
-        hosts = sorted(set(a["host"] for a in items if a["host"]), key=natural_key)
-        lines.append("  %-20s %4d%s" % (kind, count, ("  hosts: " + _short_list(hosts)) if hosts else ""))
-        lines.append("    e.g. " + items[0]["message"])
+        names = sorted(hosts.get(kind, ()), key=natural_key)
+        lines.append("  %-20s %4d%s" % (kind, count, ("  hosts: " + _short_list(names)) if names else ""))
+        lines.append("    e.g. " + first[kind]["message"])
+    if s.get("accepted"):
+        lines.append("Accepted by the operator: %d anomalies (they quarantine no host)" % s["accepted"])
     if s["warnings"]:
         lines.append("Parser/model warnings: %d (in fabric.json `warnings`)" % s["warnings"])
     return "\n".join(lines) + "\n"
@@ -194,23 +301,66 @@ def _short_list(names, limit=6):
     return "%s and %d more" % (", ".join(names[:limit]), len(names) - limit)
 
 
-def render(doc, topology_statuses=("green",), block_sizes=None):
-    """All output files: {relative path: text}; and the notes (NCCL files that could not be made)."""
+class JsonStream(object):
+    """fabric.json, compact, written in pieces: each node, switch and anomaly through the C encoder,
+    so neither the whole text nor the slow pure-Python (indenting) encoder is ever needed."""
+
+    BATCH = 512
+    ITEMIZED = ("nodes", "switches", "anomalies", "blocks", "warnings", "spine_groups")
+
+    def __init__(self, doc):
+        self.doc = doc
+
+    def chunks(self):
+        dumps = json.dumps
+        yield "{"
+        for i, (key, value) in enumerate(self.doc.items()):
+            yield ("," if i else "") + dumps(key) + ":"
+            if key in self.ITEMIZED and isinstance(value, dict):
+                items = [dumps(k) + ":" + dumps(v, separators=(",", ":")) for k, v in value.items()]
+                open_, close = "{", "}"
+            elif key in self.ITEMIZED and isinstance(value, list):
+                items = None
+                open_, close = "[", "]"
+            else:
+                yield dumps(value, separators=(",", ":"))
+                continue
+            yield open_
+            if items is None:
+                for start in range(0, len(value), self.BATCH):
+                    yield ("," if start else "") + ",".join(dumps(v, separators=(",", ":")) for v in value[start:start + self.BATCH])
+            else:
+                for start in range(0, len(items), self.BATCH):
+                    yield ("," if start else "") + ",".join(items[start:start + self.BATCH])
+            yield close
+        yield "}\n"
+
+    def text(self):
+        return "".join(self.chunks())
+
+
+def render(doc, topology_statuses=("green",), block_sizes=None, per_node_files=False):
+    """All output files: {relative path: text or JsonStream}; and the notes (hosts without NCCL settings).
+
+    One file per fabric for labels (``labels.json``) and NCCL settings (``nccl.json``); the per-node
+    files under ``labels/`` and ``nccl/`` only when asked (a fleet of 16k nodes makes 32k files).
+    """
+    nccl, notes = nccl_all(doc)
     files = {
-        "fabric.json": json.dumps(doc, indent=1, sort_keys=False) + "\n",
+        "fabric.json": JsonStream(doc),
         "topology.conf": topology_tree(doc, topology_statuses),
         "topology-block.conf": topology_block(doc, topology_statuses, block_sizes),
         "summary.txt": summary_text(doc),
+        "labels.json": json.dumps(labels_list(doc), separators=(",", ":"), sort_keys=True) + "\n",
+        "nccl.json": json.dumps(nccl, separators=(",", ":"), sort_keys=True) + "\n",
     }
-    notes = []
-    for host in doc["nodes"]:
-        fname = safe_filename(host)
-        files["labels/%s.json" % fname] = json.dumps({"metadata": {"labels": labels(doc, host)}}, indent=1, sort_keys=True) + "\n"
-        text, why = nccl_env(doc, host)
-        if text is None:
-            notes.append(why)
-        else:
-            files["nccl/%s.env" % fname] = text
+    if per_node_files:
+        for host in schedulable(doc):
+            fname = safe_filename(host)
+            files["labels/%s.json" % fname] = json.dumps(node_patch(doc, host), indent=1, sort_keys=True) + "\n"
+            if host in nccl:
+                text, why = nccl_env(doc, host)
+                files["nccl/%s.env" % fname] = text
     return files, notes
 
 
@@ -219,19 +369,62 @@ def safe_filename(host):
 
 
 MANAGED_DIRS = (("labels", ".json"), ("nccl", ".env"))
+_CHUNK = 1 << 20
 
 
-def plan_files(dest, files):
-    """Compare wanted files with dest: returns (changes, stale) where changes = [(rel, before, after)]."""
+def _file_digest(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(_CHUNK), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _stream_out(stream, path):
+    """Write a JsonStream to path (None: nowhere) -> (sha256, size)."""
+    digest = hashlib.sha256()
+    size = 0
+    handle = open(path, "wb") if path else None
+    try:
+        for chunk in stream.chunks():
+            data = chunk.encode("utf-8")
+            digest.update(data)
+            size += len(data)
+            if handle:
+                handle.write(data)
+    finally:
+        if handle:
+            handle.close()
+    return digest.hexdigest(), size
+
+
+def plan_files(dest, files, stage=False):
+    """Compare wanted files with dest: returns (changes, stale) where changes = [(rel, before, after)].
+
+    A JsonStream is compared by digest; ``before``/``after`` are then ``(size, staged path or None)``.
+    With ``stage`` a changed stream is already written beside its target (``<name>.tmp``), so it
+    is encoded once: ``apply_files`` renames it, ``discard`` removes it.
+    """
     changes = []
     for rel in sorted(files):
         path = os.path.join(dest, rel)
+        exists = os.path.exists(path)
+        want = files[rel]
+        if isinstance(want, JsonStream):
+            tmp = path + ".tmp" if stage and os.path.isdir(dest) else None
+            digest, size = _stream_out(want, tmp)
+            if exists and _file_digest(path) == digest:
+                if tmp:
+                    os.remove(tmp)
+                continue
+            changes.append((rel, (os.path.getsize(path), None) if exists else None, (size, tmp)))
+            continue
         before = None
-        if os.path.exists(path):
+        if exists:
             with open(path, "r") as handle:
                 before = handle.read()
-        if before != files[rel]:
-            changes.append((rel, before, files[rel]))
+        if before != want:
+            changes.append((rel, before, want))
     stale = []
     for sub, ext in MANAGED_DIRS:
         folder = os.path.join(dest, sub)
@@ -243,15 +436,26 @@ def plan_files(dest, files):
     return changes, stale
 
 
-def apply_files(dest, changes, stale):
+def discard(changes):
+    """Remove the staged streams of a plan that is not applied (check mode, or an error)."""
+    for rel, before, after in changes:
+        if isinstance(after, tuple) and after[1] and os.path.exists(after[1]):
+            os.remove(after[1])
+
+
+def apply_files(dest, changes, stale, files=None):
     for rel, before, after in changes:
         path = os.path.join(dest, rel)
         folder = os.path.dirname(path)
         if not os.path.isdir(folder):
             os.makedirs(folder)
         tmp = path + ".tmp"
-        with open(tmp, "w") as handle:
-            handle.write(after)
+        if isinstance(after, tuple):
+            if not after[1]:
+                _stream_out(files[rel], tmp)
+        else:
+            with open(tmp, "w") as handle:
+                handle.write(after)
         os.rename(tmp, path)
     for rel in stale:
         os.remove(os.path.join(dest, rel))

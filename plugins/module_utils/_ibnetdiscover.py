@@ -29,21 +29,21 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import gc
+import io
 import re
 
 # Node line: Switch/Ca/Rt, port count, quoted id, then an optional comment with the description.
 _NODE_RE = re.compile(r'^(Switch|Ca|Rt)\s+(\d+)\s+"([SHR])-([0-9a-fA-F]+)"\s*(?:#\s*"([^"]*)"(.*))?$')
-# Port line inside a Switch block: [p] "X-guid"[pp](portguid)  # "desc" lid N 4xNDR
-_SW_PORT_RE = re.compile(
-    r'^\[(\d+)\](?:\(([0-9a-fA-F]+)\))?\s+"([SHR])-([0-9a-fA-F]+)"\[(\d+)\](?:\(([0-9a-fA-F]+)\))?'
-    r'\s*(?:#\s*"([^"]*)"\s*(.*))?$')
-# Port line inside a Ca block: [p](portguid)  "S-guid"[pp]  # lid N lmc N "desc" lid N 4xNDR
-_CA_PORT_RE = re.compile(
-    r'^\[(\d+)\](?:\(([0-9a-fA-F]+)\))?\s+"([SHR])-([0-9a-fA-F]+)"\[(\d+)\](?:\(([0-9a-fA-F]+)\))?'
-    r'\s*(?:#\s*(?:lid\s+(\d+)\s+lmc\s+\d+\s+)?"([^"]*)"\s*(.*))?$')
-_TAIL_RE = re.compile(r'lid\s+(\d+)\s+(\d+)x([A-Z0-9]+)\s*$')
+# Port lines end with the peer's description, and "lid N <width>x<speed>" when the port is up:
+#   in a Switch block: [p] "X-guid"[pp](portguid)  # "desc" lid N 4xNDR
+#   in a Ca block:     [p](portguid)  "S-guid"[pp]  # lid N lmc N "desc" lid N 4xNDR
+_PORT_HEAD = r'^\[(\d+)\](?:\([0-9a-fA-F]+\))?\s+"([SHR])-([0-9a-fA-F]+)"\[(\d+)\](?:\([0-9a-fA-F]+\))?'
+_PORT_TAIL = r'"([^"]*)"\s*(.*?)(?:\blid\s+\d+\s+(\d+)x([A-Z0-9]+))?\s*)?$'
+_SW_PORT_RE = re.compile(_PORT_HEAD + r'\s*(?:#\s*' + _PORT_TAIL)
+_CA_PORT_RE = re.compile(_PORT_HEAD + r'\s*(?:#\s*(?:lid\s+\d+\s+lmc\s+\d+\s+)?' + _PORT_TAIL)
 _NODE_TAIL_LID_RE = re.compile(r'\blid\s+(\d+)')
-_HEADER_RE = re.compile(r'^(vendid|devid|sysimgguid|switchguid|caguid|rtguid)=(\S+)$')
+_HEX16 = frozenset("0123456789abcdef")
+_HEADER_KEYS = frozenset(("vendid", "devid", "sysimgguid", "switchguid", "caguid", "rtguid"))
 
 KIND_BY_PREFIX = {"S": "switch", "H": "ca", "R": "router"}
 KIND_BY_WORD = {"Switch": "switch", "Ca": "ca", "Rt": "router"}
@@ -73,18 +73,33 @@ def normalize_guid(value):
 
 
 def parse(text, source="<text>"):
-    """Parse one capture (the cyclic garbage collector is paused meanwhile: no cycles are made, and
-    rescanning the growing node table would make the cost grow faster than the capture)."""
+    """Parse one capture given as text (see ``parse_lines``)."""
+    if not isinstance(text, str):
+        raise IbnetdiscoverParseError("%s: expected text, got %s" % (source, type(text).__name__))
+    return parse_lines(io.StringIO(text, newline="\n"), source)
+
+
+def parse_lines(lines, source="<text>"):
+    """Parse one capture from an iterable of lines, one line at a time: the text is never held
+    whole (a file object streams). The cyclic garbage collector is paused meanwhile: no cycles are
+    made, and rescanning the growing node table would make the cost grow faster than the capture."""
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _parse(text, source)
+        return _parse(lines, source)
     finally:
         if enabled:
             gc.enable()
 
 
-def _parse(text, source):
+def _guid(text):
+    """A GUID as captured -> 16 lower-case hex digits (the common case needs no work)."""
+    if len(text) == 16 and _HEX16.issuperset(text):
+        return text
+    return normalize_guid(text)
+
+
+def _parse(lines, source):
     """Parse one capture.
 
     Returns a dict::
@@ -96,125 +111,127 @@ def _parse(text, source):
     link: {"a": guid, "a_port": int, "b": guid, "b_port": int, "width": int|None, "speed": str|None,
            "line": int, "confirmed": bool}  (a is the end whose block listed it first)
     """
-    if not isinstance(text, str):
-        raise IbnetdiscoverParseError("%s: expected text, got %s" % (source, type(text).__name__))
     nodes = {}
     links = {}
     warnings = []
-    counts = {"total": 0, "blank": 0, "comment": 0, "header": 0, "node": 0, "port": 0, "unparsed": 0}
+    n_total = n_blank = n_comment = n_header = n_node = n_port = n_unparsed = 0
     header = {}
     current = None  # the node whose block we are in
+    cur_guid = port_match = None
+    cur_nports = 0
+    seen_ports = set()
+    sw_match = _SW_PORT_RE.match
+    ca_match = _CA_PORT_RE.match
+    speeds = SPEED_GBPS
+    hex16 = _HEX16.issuperset
 
     def warn(lineno, msg):
         warnings.append("%s:%d: %s" % (source, lineno, msg))
 
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    for lineno, raw in enumerate(lines, 1):
-        counts["total"] += 1
+    for raw in lines:
+        n_total += 1
         line = raw.strip()
         if not line:
-            counts["blank"] += 1
-            current = None
-            header = {}
+            n_blank += 1
+            if current is not None or header:
+                current = None
+                header = {}
             continue
         first = line[0]
         if first == "[":
             if current is None:
-                counts["unparsed"] += 1
-                warn(lineno, "port line outside a Switch/Ca block: %r" % line[:120])
+                n_unparsed += 1
+                warn(n_total, "port line outside a Switch/Ca block: %r" % line[:120])
                 continue
-            if current["kind"] == "switch":
-                m = _SW_PORT_RE.match(line)
-            else:
-                m = _CA_PORT_RE.match(line)
-            if not m:
-                counts["unparsed"] += 1
-                warn(lineno, "garbled port line in block of %s: %r" % (current["guid"], line[:120]))
+            m = port_match(line)
+            if m is None:
+                n_unparsed += 1
+                warn(n_total, "garbled port line in block of %s: %r" % (cur_guid, line[:120]))
                 continue
-            counts["port"] += 1
-            port = int(m.group(1))
-            peer = normalize_guid(m.group(4))
-            peer_port = int(m.group(5))
-            if current["kind"] == "switch":
-                tail = m.group(8) or ""
+            n_port += 1
+            # groups: port, peer kind letter, peer GUID, peer port, peer description, rest, width, speed
+            fields = m.groups()
+            port = int(fields[0])
+            peer = fields[2]
+            if len(peer) != 16 or not hex16(peer):
+                peer = normalize_guid(peer)
+            peer_port = int(fields[3])
+            width, speed = fields[6], fields[7]
+            if width is not None:
+                width = int(width)
+                if speed not in speeds:
+                    warn(n_total, "unknown link speed %r on port %d of %s" % (speed, port, cur_guid))
             else:
-                tail = m.group(9) or ""
-            width = speed = None
-            tm = _TAIL_RE.search(tail)
-            if tm:
-                width = int(tm.group(2))
-                speed = tm.group(3)
-                if speed not in SPEED_GBPS:
-                    warn(lineno, "unknown link speed %r on port %d of %s" % (speed, port, current["guid"]))
+                warn(n_total, "no width/speed on port %d of %s" % (port, cur_guid))
+            if cur_nports and port > cur_nports:
+                warn(n_total, "port %d above the %d ports declared by %s" % (port, cur_nports, cur_guid))
+            if port in seen_ports:
+                warn(n_total, "port %d of %s listed twice" % (port, cur_guid))
+            seen_ports.add(port)
+            if cur_guid < peer or (cur_guid == peer and port <= peer_port):
+                key = (cur_guid, port, peer, peer_port)
             else:
-                warn(lineno, "no width/speed on port %d of %s" % (port, current["guid"]))
-            if current["nports"] and port > current["nports"]:
-                warn(lineno, "port %d above the %d ports declared by %s" % (port, current["nports"], current["guid"]))
-            if port in current["_seen_ports"]:
-                warn(lineno, "port %d of %s listed twice" % (port, current["guid"]))
-            current["_seen_ports"].add(port)
-            me = (current["guid"], port)
-            other = (peer, peer_port)
-            key = (me, other) if me <= other else (other, me)
+                key = (peer, peer_port, cur_guid, port)
             existing = links.get(key)
             if existing is None:
-                links[key] = {"a": current["guid"], "a_port": port, "b": peer, "b_port": peer_port,
-                              "width": width, "speed": speed, "line": lineno, "confirmed": False,
+                links[key] = {"a": cur_guid, "a_port": port, "b": peer, "b_port": peer_port,
+                              "width": width, "speed": speed, "line": n_total, "confirmed": False,
                               "source": source}
-            elif (existing["a"], existing["a_port"]) == me:
-                warn(lineno, "link %s[%d] <-> %s[%d] listed twice from the same end" % (me + other))
+            elif existing["a"] == cur_guid and existing["a_port"] == port:
+                warn(n_total, "link %s[%d] <-> %s[%d] listed twice from the same end" % (cur_guid, port, peer, peer_port))
             else:
                 existing["confirmed"] = True
-                if (width, speed) != (existing["width"], existing["speed"]):
-                    warn(lineno, "the two ends of %s[%d] <-> %s[%d] disagree on width/speed (%sx%s vs %sx%s)"
-                         % (me + other + (width, speed, existing["width"], existing["speed"])))
+                if width != existing["width"] or speed != existing["speed"]:
+                    warn(n_total, "the two ends of %s[%d] <-> %s[%d] disagree on width/speed (%sx%s vs %sx%s)"
+                         % (cur_guid, port, peer, peer_port, width, speed, existing["width"], existing["speed"]))
             continue
         if first == "#":
-            counts["comment"] += 1
+            n_comment += 1
             continue
-        hm = _HEADER_RE.match(line)
-        if hm:
-            counts["header"] += 1
-            if current is not None:
-                # A header line after a node line: the blank separator line is missing.
-                current = None
-                header = {}
-            header[hm.group(1)] = hm.group(2)
-            continue
+        eq = line.find("=")
+        if eq > 0:
+            # vendid=0x2c9 (key=value, no blank in the value): no regex for the four header lines of every block
+            key = line[:eq]
+            value = line[eq + 1:]
+            if key in _HEADER_KEYS and value and " " not in value and value.isprintable():
+                n_header += 1
+                if current is not None:
+                    # A header line after a node line: the blank separator line is missing.
+                    current = None
+                    header = {}
+                header[key] = value
+                continue
         nm = _NODE_RE.match(line)
         if nm:
-            counts["node"] += 1
-            kind = KIND_BY_WORD[nm.group(1)]
-            guid = normalize_guid(nm.group(4))
-            if KIND_BY_PREFIX[nm.group(3)] != kind:
-                warn(lineno, "%s line with a %s- id %s" % (nm.group(1), nm.group(3), guid))
-            desc = nm.group(5)
+            n_node += 1
+            word, nports, prefix, guid, desc, tail = nm.groups()
+            kind = KIND_BY_WORD[word]
+            guid = _guid(guid)
+            nports = int(nports)
+            if KIND_BY_PREFIX[prefix] != kind:
+                warn(n_total, "%s line with a %s- id %s" % (word, prefix, guid))
             if desc is None:
-                warn(lineno, "%s %s has no description" % (nm.group(1), guid))
+                warn(n_total, "%s %s has no description" % (word, guid))
                 desc = ""
-            lid = None
-            lm = _NODE_TAIL_LID_RE.search(nm.group(6) or "")
-            if lm:
-                lid = int(lm.group(1))
+            lm = _NODE_TAIL_LID_RE.search(tail) if tail else None
+            cur_guid, cur_nports, seen_ports = guid, nports, set()
+            port_match = sw_match if kind == "switch" else ca_match
             if guid in nodes:
-                warn(lineno, "%s %s appears twice (first at line %d); keeping the first"
-                     % (nm.group(1), guid, nodes[guid]["line"]))
-                current = {"guid": guid, "kind": kind, "nports": int(nm.group(2)), "_seen_ports": set(),
-                           "_dup": True}
+                warn(n_total, "%s %s appears twice (first at line %d); keeping the first"
+                     % (word, guid, nodes[guid]["line"]))
+                current = {"guid": guid, "kind": kind, "_seen_ports": seen_ports, "_dup": True}
                 continue
+            sysimg = header.get("sysimgguid", "")
             current = {
-                "guid": guid, "kind": kind, "nports": int(nm.group(2)), "desc": desc, "lid": lid,
-                "line": lineno, "source": source,
-                "vendid": header.get("vendid"), "devid": header.get("devid"),
-                "sysimgguid": normalize_guid(header["sysimgguid"]) if header.get("sysimgguid", "").startswith("0x") else None,
-                "_seen_ports": set(),
+                "guid": guid, "kind": kind, "nports": nports, "desc": desc, "lid": int(lm.group(1)) if lm else None,
+                "line": n_total, "source": source, "vendid": header.get("vendid"), "devid": header.get("devid"),
+                "sysimgguid": _guid(sysimg[2:]) if sysimg.startswith("0x") else None,
+                "_seen_ports": seen_ports,
             }
             nodes[guid] = current
             continue
-        counts["unparsed"] += 1
-        warn(lineno, "unrecognised line: %r" % line[:120])
+        n_unparsed += 1
+        warn(n_total, "unrecognised line: %r" % line[:120])
 
     for node in nodes.values():
         if not node.pop("_seen_ports"):
@@ -227,12 +244,13 @@ def _parse(text, source):
             if link[end] not in known:
                 warnings.append("%s:%d: link to %s which has no block of its own (truncated capture?)"
                                 % (source, link["line"], link[end]))
-    return {"source": source, "nodes": nodes, "links": list(links.values()), "warnings": warnings,
-            "lines": counts}
+    counts = {"total": n_total, "blank": n_blank, "comment": n_comment, "header": n_header, "node": n_node,
+              "port": n_port, "unparsed": n_unparsed}
+    return {"source": source, "nodes": nodes, "links": list(links.values()), "warnings": warnings, "lines": counts}
 
 
 def parse_file(path):
-    """Read and parse one file; undecodable bytes are replaced (and then reported as garbled lines)."""
-    with open(path, "rb") as handle:
-        data = handle.read()
-    return parse(data.decode("utf-8", errors="replace"), source=path)
+    """Read and parse one file line by line; undecodable bytes are replaced (and then reported as
+    garbled lines)."""
+    with io.open(path, "r", encoding="utf-8", errors="replace", newline="\n") as handle:
+        return parse_lines(handle, source=path)

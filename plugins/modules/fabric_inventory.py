@@ -18,9 +18,14 @@ description:
     them from a cabling plan), and groups hosts into placement blocks (same leaf on every rail).
   - Names every anomaly it finds (miscabled rails, missing rails or leaves, unnamed adapters, default
     host names, non-compute adapters, degraded or missing links, duplicate names) in C(fabric.json).
-  - Writes into O(dest) C(fabric.json) (schema 1, see docs/fabric.schema.json), Slurm C(topology.conf)
-    for C(topology/tree) and C(topology-block.conf) for C(topology/block), one Kubernetes label patch per
-    node under C(labels/), NCCL settings per node under C(nccl/) and a one-screen C(summary.txt).
+  - Writes into O(dest) C(fabric.json) (schema 1, compact, see docs/fabric.schema.json), Slurm C(topology.conf)
+    for C(topology/tree) and C(topology-block.conf) for C(topology/block), the Kubernetes labels of every node
+    as one C(labels.json) (a v1 List of Nodes), the NCCL settings of every node as one C(nccl.json), and a
+    one-screen C(summary.txt); per-node files under C(labels/) and C(nccl/) with O(per_node_files).
+  - A host with a miscabled or missing rail or a degraded link of its own is C(quarantined) by the fabric
+    (with the anomaly ids, in C(fabric.json), its labels and the Slurm files) unless O(accept) accepts them.
+  - Adapters whose node description is a default host name (O(suspicious_hostnames)) or was never set are
+    never hosts; they are anomalies keyed by GUID, and such names never appear in Slurm or Kubernetes files.
   - Reads only the files it is given; runs wherever the captures are (usually the controller).
 options:
   ibnetdiscover:
@@ -74,6 +79,24 @@ options:
     elements: str
     choices: [green, quarantined, unknown]
     default: [green]
+  accept:
+    description:
+      - Anomaly ids (as in C(fabric.json) C(anomalies[].id), for example C(miscabled_rail:gpu001/mlx5_3)) or
+        shell-style patterns of ids (C(missing_rail:*/rail2)) the operator accepts; they quarantine no host.
+    type: list
+    elements: str
+    default: []
+  per_node_files:
+    description:
+      - Also write one label patch per node under C(labels/) and one NCCL file per node under C(nccl/).
+      - When false, such files left by an earlier run are removed (the one-file-per-fabric files replace them).
+    type: bool
+    default: false
+  samples:
+    description:
+      - How many anomalies of each kind the module result carries in RV(anomaly_samples); C(fabric.json) has them all.
+    type: int
+    default: 3
   block_sizes:
     description:
       - C(BlockSizes) for C(topology-block.conf); omitted when empty (Slurm then uses the base block size).
@@ -128,11 +151,15 @@ EXAMPLES = r"""
 
 RETURN = r"""
 changed_files:
-  description: Files (relative to O(dest)) that were written or would be written, and removed stale files.
+  description: Files (relative to O(dest)) that were written or would be written, and removed stale files (the first 100).
   returned: always
   type: list
   elements: str
   sample: [fabric.json, topology.conf]
+changed_count:
+  description: How many files were (or would be) written or removed.
+  returned: always
+  type: int
 summary:
   description: Counts per status, switch tier, rails, SUs, blocks and anomaly kind.
   returned: always
@@ -142,18 +169,28 @@ summary_text:
   description: The one-screen summary also written to C(summary.txt).
   returned: always
   type: str
-anomalies:
-  description: Every anomaly, each with kind, host, hca, switch, port, severity and message.
+anomaly_samples:
+  description: The first O(samples) anomalies of each kind (all of them are in C(fabric.json)), each with id, kind,
+    host, hca, switch, port, severity and message. Counts per kind are in RV(summary).
   returned: always
   type: list
   elements: dict
-  sample: [{kind: miscabled_rail, host: node01, hca: mlx5_5, switch: leaf-r2-su8, port: 1, severity: error,
-            message: "node01 mlx5_5 (rail 3) is on leaf-r2-su8, the leaf of rail 2, instead of rail 3"}]
+  sample: [{id: "miscabled_rail:node01/mlx5_5", kind: miscabled_rail, host: node01, hca: mlx5_5, switch: leaf-r2-su8,
+            port: 1, severity: error, message: "node01 mlx5_5 (rail 3) is on leaf-r2-su8, the leaf of rail 2, instead of rail 3"}]
+quarantined:
+  description: Hosts the fabric quarantines, with the ids of the anomalies that do it (the first 50 hosts).
+  returned: always
+  type: dict
+  sample: {node01: ["miscabled_rail:node01/mlx5_5"]}
 notes:
-  description: Hosts without an NCCL file and why (RDMA device names unknown without node facts).
+  description: Hosts without NCCL settings and why (RDMA device names unknown without node facts); the first 20.
   returned: always
   type: list
   elements: str
+notes_total:
+  description: How many hosts have no NCCL settings.
+  returned: always
+  type: int
 """
 
 import json
@@ -176,12 +213,11 @@ DIFF_LIMIT = 64 * 1024
 
 def load_inputs(params):
     """Read every input; raises FabricError naming the file and the cause."""
-    captures = []
     for path in params["ibnetdiscover"]:
-        try:
-            captures.append(parse_file(path))
-        except (IOError, OSError) as exc:
-            raise _fabric.FabricError("ibnetdiscover file %s: cannot read it: %s" % (path, to_native(exc)))
+        if not os.path.isfile(path) or not os.access(path, os.R_OK):
+            raise _fabric.FabricError("ibnetdiscover file %s: cannot read it: %s" % (
+                path, "not a readable file" if os.path.exists(path) else "no such file"))
+    captures = read_captures(params["ibnetdiscover"])
     lldp = {}
     merged = load_lldp_dir(params["lldp_dir"]) if params.get("lldp_dir") else {}
     merged.update(params["lldp"] or {})
@@ -205,9 +241,19 @@ def load_inputs(params):
             raise _fabric.FabricError("cabling_plan %s: not valid YAML: %s" % (params["cabling_plan"], to_native(exc)))
     if plan is not None and not isinstance(plan, dict):
         raise _fabric.FabricError("cabling_plan: expected a mapping or the path of a YAML file, got %s" % type(plan).__name__)
-    if not captures and not lldp:
+    if not params["ibnetdiscover"] and not lldp:
         raise _fabric.FabricError("no fabric data: give at least one ibnetdiscover file or LLDP neighbours")
     return captures, lldp, plan
+
+
+def read_captures(paths):
+    """Parse the captures one at a time, as the model asks for them (a generator: the model drops
+    each capture once read, so the peak memory is one capture plus the model, not all captures)."""
+    for path in paths:
+        try:
+            yield parse_file(path)
+        except (IOError, OSError) as exc:
+            raise _fabric.FabricError("ibnetdiscover file %s: cannot read it: %s" % (path, to_native(exc)))
 
 
 def load_lldp_dir(folder):
@@ -256,14 +302,39 @@ def build(params):
     nodes.update(params["nodes"] or {})
     doc = _fabric.analyze(captures, nodes=nodes, lldp=lldp, plan=plan,
                           suspicious_hostnames=params["suspicious_hostnames"],
-                          non_compute_patterns=params["non_compute_patterns"])
-    files, notes = _fabric_outputs.render(doc, params["topology_statuses"], params["block_sizes"])
+                          non_compute_patterns=params["non_compute_patterns"], accept=params["accept"])
+    files, notes = _fabric_outputs.render(doc, params["topology_statuses"], params["block_sizes"],
+                                          per_node_files=params["per_node_files"])
     return doc, files, notes
+
+
+def samples(doc, per_kind):
+    out = []
+    seen = {}
+    for a in doc["anomalies"]:
+        seen[a["kind"]] = seen.get(a["kind"], 0) + 1
+        if seen[a["kind"]] <= per_kind:
+            out.append(a)
+    return out
+
+
+def quarantined(doc, limit=50):
+    out = {}
+    for host, node in doc["nodes"].items():
+        if node.get("quarantine"):
+            out[host] = node["quarantine"]
+            if len(out) >= limit:
+                break
+    return out
 
 
 def _diff(dest, changes, stale):
     out = []
     for rel, before, after in changes:
+        if isinstance(after, tuple):    # fabric.json, compared by digest: sizes only
+            out.append({"before_header": os.path.join(dest, rel), "after_header": os.path.join(dest, rel),
+                        "before": "(%d bytes)\n" % before[0] if before else "", "after": "(%d bytes)\n" % after[0]})
+            continue
         big = len(after) > DIFF_LIMIT or (before is not None and len(before) > DIFF_LIMIT)
         out.append({
             "before_header": os.path.join(dest, rel), "after_header": os.path.join(dest, rel),
@@ -287,31 +358,45 @@ def main():
             dest=dict(type="path", required=True),
             topology_statuses=dict(type="list", elements="str", choices=["green", "quarantined", "unknown"], default=["green"]),
             block_sizes=dict(type="list", elements="int", default=[]),
+            accept=dict(type="list", elements="str", default=[]),
+            per_node_files=dict(type="bool", default=False),
+            samples=dict(type="int", default=3),
             suspicious_hostnames=dict(type="list", elements="str", default=list(_fabric.DEFAULT_SUSPICIOUS_HOSTNAMES)),
             non_compute_patterns=dict(type="list", elements="str", default=list(_fabric.DEFAULT_NON_COMPUTE_PATTERNS)),
         ),
         supports_check_mode=True,
     )
     dest = module.params["dest"]
+    changes = []
     try:
         if os.path.exists(dest) and not os.path.isdir(dest):
             raise _fabric.FabricError("dest %s exists and is not a folder" % dest)
+        if module.params["samples"] < 0:
+            raise _fabric.FabricError("samples: must be 0 or more, got %d" % module.params["samples"])
         doc, files, notes = build(module.params)
-        changes, stale = _fabric_outputs.plan_files(dest, files)
-        if changes or stale:
-            if not module.check_mode:
-                _fabric_outputs.apply_files(dest, changes, stale)
+        if not module.check_mode and not os.path.isdir(dest):
+            os.makedirs(dest)
+        changes, stale = _fabric_outputs.plan_files(dest, files, stage=not module.check_mode)
+        if module.check_mode:
+            _fabric_outputs.discard(changes)
+        elif changes or stale:
+            _fabric_outputs.apply_files(dest, changes, stale, files)
     except _fabric.FabricError as exc:
         module.fail_json(msg=to_native(exc))
     except (IOError, OSError) as exc:
+        _fabric_outputs.discard(changes)
         module.fail_json(msg="dest %s: cannot write the fabric files: %s" % (dest, to_native(exc)))
+    changed_files = [c[0] for c in changes] + stale
     result = dict(
         changed=bool(changes or stale),
-        changed_files=[c[0] for c in changes] + stale,
+        changed_files=changed_files[:100],
+        changed_count=len(changed_files),
         summary=doc["summary"],
         summary_text=_fabric_outputs.summary_text(doc),
-        anomalies=doc["anomalies"],
-        notes=notes,
+        anomaly_samples=samples(doc, module.params["samples"]),
+        quarantined=quarantined(doc),
+        notes=notes[:20],
+        notes_total=len(notes),
     )
     if module._diff:
         result["diff"] = _diff(dest, changes, stale)

@@ -65,20 +65,32 @@ def test_playbook_writes_then_is_idempotent(setup):
     assert recap(check.stdout)["changed"] == 1 and not out.exists()
     first = playbook(tmp_path)
     assert recap(first.stdout)["changed"] == 1
-    assert "Fabric inventory: 121 nodes, 4 rails, 8 SUs" in first.stdout
+    assert "Fabric inventory: 119 nodes, 4 rails, 8 SUs" in first.stdout
     doc = json.loads((out / "fabric.json").read_text())
     assert doc["nodes"]["a08-p1-dgx-04-c01"]["status"] == "green"
     assert doc["nodes"]["a08-p1-dgx-04-c03"]["status"] == "quarantined"
     assert doc["nodes"]["a08-p1-dgx-04-c01"]["numa"] == [{"id": 0, "cpus": [0, 104]}]
     topo = (out / "topology.conf").read_text()
     assert "SwitchName=su4-b1 Nodes=a08-p1-dgx-04-c[01-02]" in topo
-    assert (out / "nccl" / "a08-p1-dgx-04-c01.env").read_text().splitlines()[-1] == "NCCL_IB_HCA==mlx5_0:1,mlx5_1:1,mlx5_4:1,mlx5_5:1"
-    labels = json.loads((out / "labels" / "a08-p1-dgx-04-c03.json").read_text())["metadata"]["labels"]
-    assert labels["fabric.gpufleet.io/status"] == "quarantined"
+    assert json.loads((out / "nccl.json").read_text())["a08-p1-dgx-04-c01"] == {"NCCL_IB_HCA": "=mlx5_0:1,mlx5_1:1,mlx5_4:1,mlx5_5:1"}
+    items = dict((i["metadata"]["name"], i["metadata"]) for i in json.loads((out / "labels.json").read_text())["items"])
+    assert items["a08-p1-dgx-04-c03"]["labels"]["fabric.gpufleet.io/status"] == "quarantined"
+    assert items["a05-p1-dgx-01-c01"]["annotations"] == {"fabric.gpufleet.io/quarantine": "missing_rail:a05-p1-dgx-01-c01/rail2"}
+    assert not (out / "labels").exists() and not (out / "nccl").exists()   # one file per fabric by default
+    for name in ("topology.conf", "topology-block.conf", "labels.json", "nccl.json"):
+        text = (out / name).read_text()
+        assert "localhost" not in text and "ubuntu" not in text, name
     second = playbook(tmp_path)
     assert recap(second.stdout)["changed"] == 0
     diff = playbook(tmp_path, "--check", "--diff")
     assert recap(diff.stdout)["changed"] == 0
+    # The operator accepts the missing rail-2 leaf of su1: its hosts are no longer quarantined.
+    accept = playbook(tmp_path, "-e", '{"fabric_accept": ["missing_rail:*/rail2"], "fabric_per_node_files": true}')
+    assert recap(accept.stdout)["changed"] == 1
+    doc = json.loads((out / "fabric.json").read_text())
+    assert doc["nodes"]["a05-p1-dgx-01-c01"]["status"] == "unknown" and doc["nodes"]["a05-p1-dgx-01-c01"]["accepted"]
+    assert (out / "nccl" / "a08-p1-dgx-04-c01.env").read_text().splitlines()[-1] == "NCCL_IB_HCA==mlx5_0:1,mlx5_1:1,mlx5_4:1,mlx5_5:1"
+    assert not [p for p in os.listdir(str(out / "labels")) if "localhost" in p or "ubuntu" in p]
 
 
 def test_inventory_graph(setup):
@@ -90,11 +102,17 @@ def test_inventory_graph(setup):
     assert re.findall(r"\|--(\S+)", graph) == ["a08-p1-dgx-04-c01", "a08-p1-dgx-04-c02"]
     graph = run([tool("ansible-inventory"), "-i", "site.fabric.yml", "--graph", "leaf_B09_P1_IBLEAF_03_08"], tmp_path).stdout
     hosts = re.findall(r"\|--(\S+)", graph)
-    # grep: 13 b08 hosts' HCA-5, b08-...-c01's HCA-6 (swapped) and ubuntu mlx5_0 sit on that leaf
-    assert len(hosts) == 15 and "b08-p1-dgx-08-c01" in hosts and "ubuntu" in hosts
+    # grep: 13 b08 hosts' HCA-5 and b08-...-c01's HCA-6 (swapped) sit on that leaf; "ubuntu mlx5_0" too, but
+    # a default host name is no host: combined with the node inventory it would turn delegate_to localhost into SSH.
+    assert len(hosts) == 14 and "b08-p1-dgx-08-c01" in hosts and "ubuntu" not in hosts
     listing = json.loads(run([tool("ansible-inventory"), "-i", "site.fabric.yml", "--list"], tmp_path).stdout)
+    assert not {"localhost", "ubuntu"} & set(listing["_meta"]["hostvars"])
+    adapters = listing["unmapped_adapters"]["children"]
+    assert len(adapters) == 69 + 5 and "adapter_c470bd0300a49432" in adapters      # unnamed + default names
     assert listing["blk_su8_b2"]["hosts"] == ["b08-p1-dgx-08-c01"]
-    assert len(listing["status_unknown"]["hosts"]) == 121 - 3
+    # 119 hosts: 3 with a gate report, 11 quarantined by the fabric (su1 lacks rail 2, one swapped pair)
+    assert len(listing["status_unknown"]["hosts"]) == 119 - 3 - 11
+    assert len(listing["quarantined_by_fabric"]["hosts"]) == 11
     su = listing["_meta"]["hostvars"]["a08-p1-dgx-04-c01"]["fabric"]["su"]
     # ansible-core 2.19 marks inventory strings as unsafe in --list: {"__ansible_unsafe": "su4"}
     assert (su.get("__ansible_unsafe") if isinstance(su, dict) else su) == "su4"
@@ -135,5 +153,21 @@ def test_collect_then_build(setup):
     doc = json.loads((tmp_path / "out2" / "fabric.json").read_text())
     assert doc["segments"] == ["roce", "seg-a"]
     assert doc["nodes"]["gpu-roce-01"]["rails"][0]["leaf"] == "tor-r0"
-    assert len(doc["nodes"]) == 122
-    assert "Fabric inventory: 122 nodes" in proc.stdout
+    assert len(doc["nodes"]) == 120
+    assert "Fabric inventory: 120 nodes" in proc.stdout
+
+
+def test_delegate_to_localhost_stays_local_with_the_fabric_inventory(setup):
+    """Issue 14: the capture names adapters `localhost ...`; were they hosts, `delegate_to: localhost`
+    would go over SSH to a machine called localhost and fail UNREACHABLE."""
+    tmp_path = setup
+    playbook(tmp_path)
+    (tmp_path / "site.fabric.yml").write_text("plugin: gpufleet.provision.fabric\npath: out/fabric.json\n")
+    (tmp_path / "delegate.yml").write_text(
+        "- hosts: status_unknown\n  gather_facts: false\n  tasks:\n"
+        "    - name: Runs on the controller\n      ansible.builtin.command: /bin/true\n"
+        "      delegate_to: localhost\n      run_once: true\n      changed_when: false\n")
+    proc = run([tool("ansible-playbook"), "-i", "site.fabric.yml", "delegate.yml",
+                "-e", "ansible_python_interpreter=%s" % os.path.join(BIN, "python")], tmp_path, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "UNREACHABLE" not in proc.stdout and "ok: [" in proc.stdout

@@ -66,15 +66,26 @@ def test_real_scalable_units(real_doc):
         assert all(leaf.endswith("-%02d" % (i + 1)) for leaf in su["leaves"].values())
         assert len(su["spines"]) == 9
     assert sorted(real_doc["sus"][0]["leaves"]) == ["0", "1", "3"]
-    assert "localhost" in real_doc["sus"][0]["hosts"] and "ubuntu" in real_doc["sus"][7]["hosts"]
+    # Adapters named "localhost ..." / "ubuntu ..." name no host: they are anomalies, never hosts.
+    assert all(len(su["hosts"]) == counts[i] for i, su in enumerate(real_doc["sus"]))
 
 
 def test_real_nodes(real_doc):
-    # 119 DGX hosts + "localhost" + "ubuntu"; the UFM server B11-P1-CUFM-02 is not a compute node.
+    # 119 DGX hosts; "localhost" and "ubuntu" are default names, not hosts; the UFM server
+    # B11-P1-CUFM-02 is not a compute node.
     nodes = real_doc["nodes"]
-    assert len(nodes) == 121
-    assert "B11-P1-CUFM-02" not in nodes
-    assert all(n["status"] == "unknown" for n in nodes.values())
+    assert len(nodes) == 119
+    assert not set(nodes) & {"B11-P1-CUFM-02", "localhost", "ubuntu"}
+    # no gate report: unknown, except the 10 a05 hosts without rail 2 and the swapped-pair host,
+    # which the fabric quarantines.
+    quarantined = sorted(h for h, n in nodes.items() if n["status"] == "quarantined")
+    assert quarantined == sorted(["a05-p1-dgx-01-c%02d" % i for i in (1, 3, 4, 9, 12, 13, 14, 15, 17, 18)]
+                                 + ["b08-p1-dgx-08-c01"])
+    assert all(n["status"] == "unknown" for h, n in nodes.items() if h not in quarantined)
+    assert sorted(nodes["b08-p1-dgx-08-c01"]["quarantine"]) == [
+        "miscabled_rail:b08-p1-dgx-08-c01/HCA-5", "miscabled_rail:b08-p1-dgx-08-c01/HCA-6"]
+    assert nodes["a05-p1-dgx-01-c01"]["quarantine"] == ["missing_rail:a05-p1-dgx-01-c01/rail2"]
+    assert nodes["a05-p1-dgx-01-c01"]["quarantined_by"] == ["fabric"]
     c01 = nodes["a08-p1-dgx-04-c01"]
     assert [(r["rail"], r["hca"], r["leaf"], r["port"]) for r in c01["rails"]] == [
         (0, "mlx5_0", "A09-P1-IBLEAF-01-04", 1), (1, "mlx5_1", "A09-P1-IBLEAF-02-04", 1),
@@ -108,31 +119,34 @@ def test_real_non_compute(real_doc):
 
 def test_real_suspicious_hostnames(real_doc):
     # grep '"localhost\|"ubuntu': localhost HCA-1/2/6 on port 10 of SU1 leaves, ubuntu mlx5_0/1 on port 21.
-    got = sorted((a["host"], a["hca"], a["switch"], a["port"]) for a in kinds(real_doc, "suspicious_hostname"))
+    # They name no host: keyed by GUID, with the description and where they sit.
+    got = sorted((a["host"], a["desc"], a["switch"], a["port"], a["su"], a["rail"])
+                 for a in kinds(real_doc, "suspicious_hostname"))
     assert got == [
-        ("localhost", "HCA-1", "A09-P1-IBLEAF-01-01", 10), ("localhost", "HCA-2", "A09-P1-IBLEAF-02-01", 10),
-        ("localhost", "HCA-6", "A09-P1-IBLEAF-04-01", 10),
-        ("ubuntu", "mlx5_0", "B09-P1-IBLEAF-03-08", 21), ("ubuntu", "mlx5_1", "B09-P1-IBLEAF-04-08", 21)]
+        (None, "localhost HCA-1", "A09-P1-IBLEAF-01-01", 10, "su1", 0), (None, "localhost HCA-2", "A09-P1-IBLEAF-02-01", 10, "su1", 1),
+        (None, "localhost HCA-6", "A09-P1-IBLEAF-04-01", 10, "su1", 3),
+        (None, "ubuntu mlx5_0", "B09-P1-IBLEAF-03-08", 21, "su8", 2), (None, "ubuntu mlx5_1", "B09-P1-IBLEAF-04-08", 21, "su8", 3)]
+    assert sorted(a["id"] for a in kinds(real_doc, "suspicious_hostname")) == [
+        "suspicious_hostname:" + g for g in ("c470bd0300a49432", "c470bd0300a4943e", "e09d73030033dc5c",
+                                             "e09d73030033dc60", "e09d73030037317c")]
 
 
 def test_real_miscabled_rails(real_doc):
     # b08-p1-dgx-08-c01: HCA-5 on the rail-4 leaf IBLEAF-04-08 port 1 and HCA-6 on IBLEAF-03-08 port 1
-    # (swapped pair). "ubuntu" has mlx5_0/mlx5_1 (ranked rails 0 and 1) on the rail 2 and 3 leaves.
+    # (swapped pair). The "ubuntu" adapters name no host, so no rail of theirs is judged.
     got = sorted((a["host"], a["hca"], a["switch"], a["port"]) for a in kinds(real_doc, "miscabled_rail"))
     assert got == [
-        ("b08-p1-dgx-08-c01", "HCA-5", "B09-P1-IBLEAF-04-08", 1), ("b08-p1-dgx-08-c01", "HCA-6", "B09-P1-IBLEAF-03-08", 1),
-        ("ubuntu", "mlx5_0", "B09-P1-IBLEAF-03-08", 21), ("ubuntu", "mlx5_1", "B09-P1-IBLEAF-04-08", 21)]
+        ("b08-p1-dgx-08-c01", "HCA-5", "B09-P1-IBLEAF-04-08", 1), ("b08-p1-dgx-08-c01", "HCA-6", "B09-P1-IBLEAF-03-08", 1)]
 
 
 def test_real_missing_rails(real_doc):
-    # The SU1 leaf for rail 2 is absent: su1 itself, its 10 a05 hosts and localhost lack rail 2;
-    # ubuntu reaches only the rail 2 and 3 leaves of su8.
+    # The SU1 leaf for rail 2 is absent: su1 itself and its 10 a05 hosts lack rail 2.
     items = kinds(real_doc, "missing_rail")
     su_level = [a for a in items if a["host"] is None]
     assert [(a["su"], a["rail"]) for a in su_level] == [("su1", 2)]
     per_host = sorted((a["host"], a["rail"]) for a in items if a["host"])
     a05 = ["a05-p1-dgx-01-c%02d" % i for i in (1, 3, 4, 9, 12, 13, 14, 15, 17, 18)]
-    assert per_host == sorted([(h, 2) for h in a05] + [("localhost", 2), ("ubuntu", 0), ("ubuntu", 1)])
+    assert per_host == sorted((h, 2) for h in a05)
 
 
 def test_real_missing_uplinks(real_doc):
@@ -165,10 +179,9 @@ def test_real_nothing_else(real_doc):
 
 def test_real_blocks(real_doc):
     blocks = dict((b["name"], b) for b in real_doc["blocks"])
-    assert sorted(b["size"] for b in blocks.values()) == sorted([11, 11, 18, 17, 18, 15, 16, 13, 1, 1])
+    assert sorted(b["size"] for b in blocks.values()) == sorted([10, 11, 18, 17, 18, 15, 16, 13, 1])
     assert blocks["su8-b2"]["nodes"] == ["b08-p1-dgx-08-c01"]
-    assert blocks["su8-b3"]["nodes"] == ["ubuntu"]
-    assert sum(b["size"] for b in blocks.values()) == 121
+    assert sum(b["size"] for b in blocks.values()) == 119
 
 
 # ---------------------------------------------------------------- small fabrics, one per kind
@@ -227,6 +240,7 @@ def test_unnamed_hca_and_facts_map_it_back():
     assert (a["host"], a["switch"], a["port"]) == (None, "leaf-r0-su1", 4)
     (m,) = kinds(doc, "missing_rail")
     assert m["host"] == "gpu00004" and "no node description" in m["message"]
+    assert doc["nodes"]["gpu00004"]["status"] == "quarantined"
     facts = {"nics": [{"name": "mlx5_0", "node_guid": ":".join([guid[i:i + 4] for i in range(0, 16, 4)]),
                        "role": "rail", "rail": 0, "node_desc": "MT4129 ConnectX7   Mellanox Technologies"}]}
     doc = analyze(fab, nodes={"gpu00004": {"report": {"status": "pass"}, "facts": facts}})
@@ -242,7 +256,10 @@ def test_suspicious_and_duplicate_hostnames():
         fab.set_desc(info["nic"][("gpu00002", r)], "ubuntu mlx5_%d" % r)
         fab.set_desc(info["nic"][("gpu00006", r)], "gpu00005 mlx5_%d" % r)
     doc = analyze(fab)
-    assert sorted(a["hca"] for a in kinds(doc, "suspicious_hostname")) == ["mlx5_%d" % r for r in range(4)]
+    sus = kinds(doc, "suspicious_hostname")
+    assert sorted(a["desc"] for a in sus) == ["ubuntu mlx5_%d" % r for r in range(4)]
+    assert sorted(a["id"] for a in sus) == sorted("suspicious_hostname:" + info["nic"][("gpu00002", r)] for r in range(4))
+    assert "ubuntu" not in doc["nodes"] and "gpu00002" not in doc["nodes"]
     dup = kinds(doc, "duplicate_hostname")
     assert len(dup) == 4 and all(a["host"] == "gpu00005" and a["switch"].endswith("su2") for a in dup)
 

@@ -37,12 +37,16 @@ def test_hostlist():
     assert sorted(expand(out.hostlist(names))) == sorted(names)
 
 
-def doc_with_status():
+def doc_with_status(**kw):
+    """gpu00002 fails the gate; gpu00008 passes it but its rail-0 cable sits on the rail-1 leaf."""
     fab, info = ibnetgen.rail_fabric(sus=2, nodes_per_su=4, rails=2)
     fab.move(info["nic"][("gpu00008", 0)], info["leaf"][(2, 1)], 30)
     nodes = {"gpu00001": {"report": {"status": "pass"}}, "gpu00002": {"report": {"status": "fail"}},
              "gpu00005": {"report": {"status": "pass"}}, "gpu00008": {"report": {"status": "pass"}}}
-    return _fabric.analyze([parse(fab.text(), "/x/seg1.out")], nodes=nodes)
+    return _fabric.analyze([parse(fab.text(), "/x/seg1.out")], nodes=nodes, **kw)
+
+
+GPU8_IDS = ["miscabled_rail:gpu00008/mlx5_0", "missing_rail:gpu00008/rail0"]
 
 
 def slurm_lines(text):
@@ -60,12 +64,20 @@ def test_topology_tree_only_green_and_consistent():
             for host in expand(children):
                 assert host not in node_parent
                 node_parent[host] = name
-    assert sorted(node_parent) == ["gpu00001", "gpu00005", "gpu00008"]
+    # gpu00008 passed the gate, but the fabric quarantines it, and says why.
+    assert sorted(node_parent) == ["gpu00001", "gpu00005"]
+    assert "# quarantined by the fabric: gpu00008 (%s)" % ", ".join(GPU8_IDS) in text.splitlines()
     for host, block in node_parent.items():
         assert doc["nodes"][host]["block"] == block
-    assert node_parent["gpu00005"] != node_parent["gpu00008"]   # the miscabled one is alone
-    assert expand(switches["su2"]) == sorted([node_parent["gpu00005"], node_parent["gpu00008"]])
+    assert expand(switches["su2"]) == [node_parent["gpu00005"]]
     assert expand(switches["fabric"]) == ["su1", "su2"]
+    # The operator accepts the miscabling: gpu00008 is green again, in a block of its own.
+    accepted = doc_with_status(accept=["*:gpu00008/*"])
+    assert accepted["nodes"]["gpu00008"]["status"] == "green"
+    assert sorted(accepted["nodes"]["gpu00008"]["accepted"]) == GPU8_IDS
+    lines = slurm_lines(out.topology_tree(accepted))
+    parents = dict((h, l.split()[0][len("SwitchName="):]) for l in lines if " Nodes=" in l for h in expand(l.split("Nodes=")[1]))
+    assert sorted(parents) == ["gpu00001", "gpu00005", "gpu00008"] and parents["gpu00005"] != parents["gpu00008"]
     every = slurm_lines(out.topology_tree(doc, ("green", "quarantined", "unknown")))
     listed = [h for l in every if " Nodes=" in l for h in expand(l.split("Nodes=")[1])]
     assert sorted(listed) == ["gpu%05d" % i for i in range(1, 9)]
@@ -75,10 +87,11 @@ def test_topology_block():
     doc = doc_with_status()
     lines = slurm_lines(out.topology_block(doc, ("green",), [2, 4]))
     blocks = [re.match(r"BlockName=(\S+) Nodes=(\S+)", l).groups() for l in lines if l.startswith("BlockName")]
-    assert sorted(h for block in blocks for h in expand(block[1])) == ["gpu00001", "gpu00005", "gpu00008"]
+    assert sorted(h for block in blocks for h in expand(block[1])) == ["gpu00001", "gpu00005"]
     assert lines[-1] == "BlockSizes=2,4"
-    empty = out.topology_block(doc, ("quarantined",))
-    assert "BlockName=su1-b1 Nodes=gpu00002" in empty
+    quarantined = out.topology_block(doc, ("quarantined",))
+    assert "BlockName=su1-b1 Nodes=gpu00002" in quarantined
+    assert "# quarantined by the fabric, included as asked: gpu00008 (%s)" % ", ".join(GPU8_IDS) in quarantined
     none = _fabric.analyze([parse(ibnetgen.rail_fabric()[0].text(), "s.out")])
     assert slurm_lines(out.topology_tree(none)) == [] and "nothing to schedule" in out.topology_tree(none)
 
@@ -119,14 +132,22 @@ def test_nccl_rail_order_and_exact_names():
 
 def test_render_plan_apply_idempotent(tmp_path):
     doc = doc_with_status()
-    files, notes = out.render(doc)
+    files, notes = out.render(doc, per_node_files=True)
     assert notes == []
-    assert json.loads(files["fabric.json"])["schema"] == 1
+    assert json.loads(files["fabric.json"].text()) == json.loads(json.dumps(doc))   # the stream is the document
     dest = str(tmp_path / "out")
     changes, stale = out.plan_files(dest, files)
     assert len(changes) == len(files) and stale == []
-    out.apply_files(dest, changes, stale)
+    out.apply_files(dest, changes, stale, files)
     assert out.plan_files(dest, files) == ([], [])
+    # Staged: a changed stream is written once, beside its target; discard removes it.
+    other = doc_with_status()
+    other["nodes"]["gpu00001"]["status"] = "unknown"
+    changes, stale = out.plan_files(dest, out.render(other, per_node_files=True)[0], stage=True)
+    assert [c[0] for c in changes if isinstance(c[2], tuple)] == ["fabric.json"]
+    assert os.path.exists(os.path.join(dest, "fabric.json.tmp"))
+    out.discard(changes)
+    assert not os.path.exists(os.path.join(dest, "fabric.json.tmp"))
     with open(os.path.join(dest, "nccl", "old-host.env"), "w") as handle:
         handle.write("x")
     with open(os.path.join(dest, "nccl", "README"), "w") as handle:
@@ -136,13 +157,48 @@ def test_render_plan_apply_idempotent(tmp_path):
     out.apply_files(dest, changes, stale)
     assert sorted(os.listdir(os.path.join(dest, "nccl"))) == ["README"] + sorted("%s.env" % h for h in doc["nodes"])
     # Same input, same bytes: nothing in the output depends on time or dict order.
-    assert out.render(doc_with_status())[0] == files
+    again = out.render(doc_with_status(), per_node_files=True)[0]
+    assert again["fabric.json"].text() == files["fabric.json"].text()
+    assert dict((k, v) for k, v in again.items() if k != "fabric.json") == dict((k, v) for k, v in files.items() if k != "fabric.json")
+    # Without per-node files, the earlier ones are stale (labels.json and nccl.json replace them).
+    changes, stale = out.plan_files(dest, out.render(doc)[0])
+    assert changes == [] and sorted(stale) == sorted(["labels/%s.json" % h for h in doc["nodes"]] + ["nccl/%s.env" % h for h in doc["nodes"]])
+
+
+def test_one_file_per_fabric_for_labels_and_nccl():
+    doc = doc_with_status()
+    files = out.render(doc)[0]
+    assert not [f for f in files if "/" in f]
+    listing = json.loads(files["labels.json"])
+    assert listing["kind"] == "List" and [i["kind"] for i in listing["items"]] == ["Node"] * 8
+    by_name = dict((i["metadata"]["name"], i["metadata"]) for i in listing["items"])
+    assert by_name["gpu00008"]["labels"]["fabric.gpufleet.io/status"] == "quarantined"
+    assert by_name["gpu00008"]["labels"]["fabric.gpufleet.io/quarantined-by"] == "fabric"
+    assert by_name["gpu00002"]["labels"]["fabric.gpufleet.io/quarantined-by"] == "gate"
+    assert by_name["gpu00008"]["annotations"] == {"fabric.gpufleet.io/quarantine": ",".join(GPU8_IDS)}
+    assert "annotations" not in by_name["gpu00001"]
+    assert json.loads(files["nccl.json"])["gpu00001"] == {"NCCL_IB_HCA": "=mlx5_0:1,mlx5_1:1"}
+
+
+def test_default_host_names_never_reach_a_scheduler_file():
+    # Node facts map adapters to an inventory host called "localhost": still no Slurm or Kubernetes entry.
+    fab, info = ibnetgen.rail_fabric(sus=1, nodes_per_su=2, rails=2)
+    fab.set_desc(info["nic"][("gpu00002", 0)], "ubuntu mlx5_0")
+    fab.set_desc(info["nic"][("gpu00002", 1)], "ubuntu mlx5_1")
+    facts = {"nics": [{"name": "mlx5_%d" % r, "node_guid": info["nic"][("gpu00002", r)], "rail": r} for r in range(2)]}
+    doc = _fabric.analyze([parse(fab.text(), "s.out")], nodes={"localhost": {"report": {"status": "pass"}, "facts": facts}})
+    assert "localhost" in doc["nodes"] and doc["nodes"]["localhost"]["status"] == "green"
+    files = out.render(doc, ("green", "quarantined", "unknown"), per_node_files=True)[0]
+    for name in ("topology.conf", "topology-block.conf", "labels.json", "nccl.json"):
+        assert "localhost" not in files[name] and "ubuntu" not in files[name], name
+        assert "gpu00001" in files[name]
+    assert not [f for f in files if "localhost" in f]
 
 
 def test_summary_mentions_every_kind_and_block():
     doc = doc_with_status()
     text = out.summary_text(doc)
-    assert "Status: green 3, quarantined 1, unknown 4" in text
+    assert "Status: green 2, quarantined 2, unknown 4 (1 quarantined by the fabric)" in text
     assert "miscabled_rail" in text and "gpu00008" in text
     for block in doc["blocks"]:
         assert "%s=%d" % (block["name"], block["size"]) in text
@@ -159,9 +215,9 @@ def test_fabric_json_matches_the_published_schema(realdata):
     real = _fabric.analyze([parse(open(os.path.join(realdata, "ibnetdiscover", "superpod-h100-example.out")).read(), "real.out")])
     for doc in (doc_with_status(), real):
         files = out.render(doc)[0]
-        loaded = json.loads(files["fabric.json"])
+        loaded = json.loads(files["fabric.json"].text())
         errors = sorted(validator.iter_errors(loaded), key=lambda e: list(e.path))
         assert errors == [], errors[0].message
-    broken = json.loads(out.render(doc_with_status())[0]["fabric.json"])
+    broken = json.loads(out.render(doc_with_status())[0]["fabric.json"].text())
     broken["anomalies"][0]["kind"] = "made_up"
     assert not validator.is_valid(broken)

@@ -91,3 +91,44 @@ def test_garbled_capture_warns_with_line_numbers(tmp_path, capture):
     # ansible-core 2.19 returns warnings as structured objects; older ones as strings
     assert any("garbled.out:10: garbled port line" in json.dumps(w) for w in res["warnings"])
     assert any("garbled.out:" in json.dumps(w) and ": link to " in json.dumps(w) and "truncated capture" in json.dumps(w) for w in res["warnings"])
+
+
+def test_result_carries_counts_and_samples_not_every_anomaly(tmp_path):
+    # 6 SUs x 3 nodes x 6 rails with one fault of each kind planted: 18 hosts, 3 in su6 miss rail 5.
+    fab, info = ibnetgen.rail_fabric(sus=6, nodes_per_su=3, rails=6, spines=2, shape="plane")
+    planted = ibnetgen.plant_anomalies(fab, info)
+    path = tmp_path / "planted.out"
+    path.write_text(fab.text())
+    dest = tmp_path / "out"
+    res = run(tmp_path, ibnetdiscover=[str(path)], dest=str(dest), samples=1)
+    assert not res.get("failed"), res
+    with open(str(dest / "fabric.json")) as handle:
+        text = handle.read()
+    assert "\n" not in text.rstrip("\n") and ": " not in text[:200]          # compact
+    doc = json.loads(text)
+    assert sorted(a["id"] for a in doc["anomalies"]) == planted
+    kinds = sorted(set(a["kind"] for a in doc["anomalies"]))
+    assert sorted(a["kind"] for a in res["anomaly_samples"]) == kinds       # one per kind
+    assert "anomalies" not in res
+    assert sum(res["summary"]["anomalies"].values()) == len(planted)
+    assert sorted(res["quarantined"][info["hosts"][1][0]]) == sorted(
+        i for i in planted if i.startswith("miscabled_rail:"))
+    assert sorted(res["changed_files"]) == ["fabric.json", "labels.json", "nccl.json", "summary.txt",
+                                            "topology-block.conf", "topology.conf"]
+    assert res["changed_count"] == 6 and res["notes_total"] == 0
+    assert sorted(os.listdir(str(dest))) == sorted(res["changed_files"])     # nothing staged left behind
+
+
+def test_accept_and_per_node_files(tmp_path, capture):
+    dest = tmp_path / "out"
+    res = run(tmp_path, ibnetdiscover=[capture], dest=str(dest), per_node_files=True,
+              accept=["miscabled_rail:gpu00002/*"])
+    assert not res.get("failed"), res
+    assert res["quarantined"] == {} and res["summary"]["accepted"] == 2
+    assert sorted(os.listdir(str(dest / "labels"))) == ["gpu%05d.json" % i for i in range(1, 7)]
+    again = run(tmp_path, check=True, ibnetdiscover=[capture], dest=str(dest))
+    # without per-node files the old ones would go; check mode says so and touches nothing
+    assert again["changed"] is True and again["changed_count"] == 12 + 5
+    assert len(os.listdir(str(dest / "labels"))) == 6 and not [f for f in os.listdir(str(dest)) if f.endswith(".tmp")]
+    res = run(tmp_path, ibnetdiscover=[capture], dest=str(dest), samples=-1)
+    assert res["failed"] and "samples: must be 0 or more" in res["msg"]

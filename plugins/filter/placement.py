@@ -1,0 +1,34 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to gpufleet.provision
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The reference placement over fabric.json (docs in fabric_place.yml; logic in module_utils/_fabric/placement.py)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpufleet.provision.plugins.module_utils._fabric import FabricError
+from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.placement import place
+
+
+def fabric_place(doc, count, busy=None, statuses=None):
+    """fabric.json, N -> the hosts a topology-aware scheduler should give a job of N nodes."""
+    if busy is not None and (isinstance(busy, str) or not isinstance(busy, (list, tuple, set))):
+        raise AnsibleFilterError("fabric_place: busy must be a list of host names, got %r" % (busy,))
+    if statuses is not None and (isinstance(statuses, str) or not isinstance(statuses, (list, tuple))):
+        raise AnsibleFilterError("fabric_place: statuses must be a list (green, quarantined, unknown), got %r" % (statuses,))
+    try:
+        count = int(count)
+    except (TypeError, ValueError):
+        raise AnsibleFilterError("fabric_place: the node count must be a number, got %r" % (count,))
+    try:
+        return place(doc, count, busy or (), tuple(statuses or ("green",)))
+    except FabricError as exc:
+        raise AnsibleFilterError("fabric_place: %s" % exc)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"fabric_place": fabric_place}

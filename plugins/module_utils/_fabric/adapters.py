@@ -1,0 +1,297 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to gpufleet.provision
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Stages 1-2 of the fabric model: switches and adapter attachments from the captures, adapters
+classified into host NICs or anomalies, RoCE NICs from LLDP."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+from ansible_collections.gpufleet.provision.plugins.module_utils._ibnetdiscover import normalize_guid
+from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.common import (
+    FabricError, SHARP_RE, UNNAMED_RE, anomaly, switch_name)
+
+
+def segment_name(source, index, used):
+    base = str(source).rsplit("/", 1)[-1]
+    for ext in (".out", ".txt", ".ibnet", ".log"):
+        if base.endswith(ext):
+            base = base[: -len(ext)]
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", base).strip("-") or "segment%d" % (index + 1)
+    candidate = name
+    n = 2
+    while candidate in used:
+        candidate = "%s-%d" % (name, n)
+        n += 1
+    used.add(candidate)
+    return candidate
+
+
+def _switch_record(name, guid, model, lid, segment, ports):
+    return {"name": name, "guid": guid, "model": model, "lid": lid, "segment": segment, "ports": ports,
+            "tier": None, "su": None, "rail": None, "spine_group": None, "hosts": 0, "uplinks": {}, "downlinks": {}}
+
+
+def read_captures(m, captures):
+    """Stage 1: switches, switch-to-switch links and raw adapter attachments, per segment.
+
+    ``captures`` may be a generator: each capture is dropped once read, so a fleet's captures are
+    never all in memory with the model."""
+    used_segments = set()
+    for index, cap in enumerate(captures):
+        segment = segment_name(cap.get("source", "segment"), index, used_segments)
+        m.sources.append({"path": cap.get("source"), "segment": segment, "lines": dict(cap["lines"]),
+                          "warnings": len(cap["warnings"])})
+        m.warnings.extend(cap["warnings"])
+        cap_nodes = cap["nodes"]
+        for guid, node in cap_nodes.items():
+            if node["kind"] != "switch":
+                continue
+            name, model = switch_name(node)
+            if name in m.switches and m.switches[name]["guid"] != guid:
+                m.warnings.append("%s:%d: switch name %s used by %s and %s; using the GUID for the second"
+                                  % (node["source"], node["line"], name, m.switches[name]["guid"], guid))
+                name = "sw-" + guid
+            m.switches[name] = _switch_record(name, guid, model, node["lid"], segment, node["nports"])
+            m.sw_by_guid[guid] = name
+        linked = set()
+        for link in cap["links"]:
+            linked.add(link["a"])
+            linked.add(link["b"])
+            a, b = cap_nodes.get(link["a"]), cap_nodes.get(link["b"])
+            if a is not None and b is not None and a["kind"] == "switch" and b["kind"] == "ca":
+                # the common case, inline: a host adapter on a switch port
+                m.cas.append({"guid": b["guid"], "desc": b["desc"], "switch": m.sw_by_guid[a["guid"]],
+                              "port": link["a_port"], "width": link["width"], "speed": link["speed"],
+                              "segment": segment, "lid": b["lid"]})
+            else:
+                _attach(m, a, b, link, segment)
+        for guid, node in cap_nodes.items():
+            if node["kind"] == "ca" and guid not in linked:
+                desc = node["desc"]
+                parts = desc.split()
+                named = len(parts) == 2 and not UNNAMED_RE.match(desc) and parts[0].lower() not in m.suspicious
+                m.anomalies.append(anomaly(
+                    "isolated_hca", "%s: adapter %s (%r) has no connected port in the capture: cable, port or "
+                    "subnet manager problem, or a truncated capture" % (segment, guid, desc),
+                    host=parts[0] if named else None, hca=parts[1] if named else None,
+                    guid=guid, segment=segment))
+        cap = cap_nodes = None  # a capture given by a generator is freed here, before the next is parsed
+
+
+def _attach(m, a, b, link, segment):
+    if a is None or b is None:
+        return
+    if a["kind"] == "switch" and b["kind"] == "switch":
+        sa, sb = m.sw_by_guid[a["guid"]], m.sw_by_guid[b["guid"]]
+        m.isl[(sa, sb)] += 1
+        m.isl[(sb, sa)] += 1
+        m.isl_links.append((segment, sa, link["a_port"], sb, link["b_port"], link["width"], link["speed"]))
+        return
+    if a["kind"] == "switch":
+        sw, sw_port, ca = a, link["a_port"], b
+    elif b["kind"] == "switch":
+        sw, sw_port, ca = b, link["b_port"], a
+    else:
+        m.warnings.append("%s:%d: link between two adapters %s and %s ignored (back-to-back cable)"
+                          % (link["source"], link["line"], a["guid"], b["guid"]))
+        return
+    if ca["kind"] != "ca":
+        m.warnings.append("%s:%d: %s %s on switch port %d is not a host adapter; ignored"
+                          % (link["source"], link["line"], ca["kind"], ca["guid"], sw_port))
+        return
+    m.cas.append({"guid": ca["guid"], "desc": ca["desc"], "switch": m.sw_by_guid[sw["guid"]], "port": sw_port,
+                  "width": link["width"], "speed": link["speed"], "segment": segment, "lid": ca["lid"]})
+
+
+def facts_index(nodes):
+    """guid -> (host, nic facts) and (host, nic name) -> nic facts, from node_facts per host."""
+    by_guid = {}
+    by_name = {}
+    by_desc = {}
+    for host, entry in nodes.items():
+        if not isinstance(entry, dict):
+            raise FabricError("nodes: entry of %s must be an object {report, facts}, got %s" % (host, type(entry).__name__))
+        facts = entry.get("facts") or {}
+        for nic in facts.get("nics") or [] if isinstance(facts, dict) else []:
+            if not isinstance(nic, dict):
+                continue
+            guid = normalize_guid(nic.get("node_guid"))
+            if guid:
+                by_guid[guid] = (host, nic)
+            if nic.get("name"):
+                by_name[(host, nic["name"])] = nic
+            desc = (nic.get("node_desc") or "").split()
+            if len(desc) == 2:
+                # The node description is what the fabric shows ("gpu01 HCA-1"): it wins over the device name.
+                by_desc[(desc[0], desc[1])] = nic
+    by_name.update(by_desc)
+    return by_guid, by_name
+
+
+def classify_adapters(m):
+    """Stage 2: each attached adapter becomes a host NIC, or an anomaly when no host can be trusted.
+
+    An adapter whose description is the firmware default (``unnamed_hca``) or a default host name
+    (``suspicious_hostname``: ``localhost HCA-1``) names no host: unless node facts map its GUID to
+    one, it stays an anomaly keyed by its GUID and never becomes a host (three machines called
+    ``localhost`` are not one node, and a host named ``localhost`` breaks every ``delegate_to``).
+    """
+    facts_by_guid, facts_by_name = facts_index(m.nodes)
+    short_to_host = {}
+    for host in m.nodes:
+        short_to_host.setdefault(host.split(".")[0], host)
+    desc_seen = {}
+    non_compute = {}    # host name -> matches a non-compute pattern (8 NICs per host: ask once)
+    hosts = m.hosts
+    for ca in m.cas:
+        desc = ca["desc"] or ""
+        where = "%s port %d" % (ca["switch"], ca["port"])
+        at = {"switch": ca["switch"], "port": ca["port"], "guid": ca["guid"], "segment": ca["segment"]}
+        if "aggregation node" in desc.lower() and SHARP_RE.search(desc):
+            m.anomalies.append(anomaly(
+                "non_compute", "SHARP aggregation node %s on %s: not a compute node, left out of the inventory"
+                % (ca["guid"], where), severity="info", role="sharp", **at))
+            continue
+        fact = facts_by_guid.get(ca["guid"])
+        unnamed = (desc[:2] == "MT" or "Mellanox Technologies" in desc or not desc.strip()) and bool(UNNAMED_RE.match(desc))
+        parts = desc.split()
+        desc_host = parts[0] if parts and not unnamed else None
+        suspicious = bool(desc_host) and desc_host.lower() in m.suspicious
+        if fact is not None:
+            host, nic = fact[0], fact[1]
+            hca = nic.get("name")
+            if unnamed:
+                m.anomalies.append(anomaly(
+                    "unnamed_hca", "adapter %s on %s reports the default description %r; node facts map it to %s %s"
+                    % (ca["guid"], where, desc.strip(), host, hca), host=host, hca=hca, **at))
+            elif suspicious:
+                m.anomalies.append(anomaly(
+                    "suspicious_hostname", "adapter %s on %s is named %r: a default host name, the node description "
+                    "was set before the host got its name (node facts say it is %s)" % (ca["guid"], where, desc, host),
+                    host=host, hca=hca, desc=desc, **at))
+        elif unnamed:
+            m.anomalies.append(anomaly(
+                "unnamed_hca", "adapter %s on %s reports the default description %r: its node description was "
+                "never set, so it cannot be mapped to a host (set it, or give this host's node facts)"
+                % (ca["guid"], where, desc.strip()), **at))
+            continue
+        elif suspicious:
+            m.anomalies.append(anomaly(
+                "suspicious_hostname", "adapter %s on %s is named %r: a default host name, the node description was "
+                "set before the host got its name; not taken as a host (set the description, or give node facts)"
+                % (ca["guid"], where, desc), desc=desc, **at))
+            continue
+        else:
+            host = parts[0]
+            hca = parts[-1] if len(parts) > 1 else None
+            if len(parts) > 2:
+                m.warnings.append("adapter %s on %s: description %r has more than two words; host %s, adapter %s"
+                                  % (ca["guid"], where, desc, host, hca))
+            host = short_to_host.get(host, host) if host not in m.nodes else host
+            nic = facts_by_name.get((host, hca))
+        if host not in non_compute:
+            non_compute[host] = any(r.search(host) for r in m.non_compute_res)
+        if non_compute[host]:
+            m.anomalies.append(anomaly(
+                "non_compute", "%s %s on %s is a management/UFM server, not a compute node; left out of the "
+                "inventory" % (host, hca, where), host=host, hca=hca, severity="info", role="ufm", **at))
+            continue
+        key = (host, hca)
+        if key in desc_seen and desc_seen[key] != ca["guid"]:
+            m.anomalies.append(anomaly(
+                "duplicate_hostname", "%s %s appears on two adapters: %s and %s (on %s); two machines share a name"
+                % (host, hca, desc_seen[key], ca["guid"], where), host=host, hca=hca, **at))
+            continue
+        desc_seen[key] = ca["guid"]
+        nic = nic if isinstance(nic, dict) else {}
+        rec = {"hca": hca, "device": nic.get("name"), "guid": ca["guid"], "leaf": ca["switch"], "port": ca["port"],
+               "width": ca["width"], "speed": ca["speed"], "segment": ca["segment"], "facts_rail": nic.get("rail"),
+               "facts_role": nic.get("role")}
+        h = hosts.get(host)
+        if h is None:
+            h = hosts[host] = {"nics": [], "segments": set()}
+        h["nics"].append(rec)
+        h["segments"].add(ca["segment"])
+    m.cas = []   # every attachment is a NIC or an anomaly now
+
+
+def parse_lldp(data, host):
+    """``lldpctl -f json`` of one host -> [{"netdev", "switch", "port"}].
+
+    Sample (lldpd 1.0; older versions make ``interface`` a list of one-key dicts)::
+
+        {"lldp": {"interface": {"eth2": {"chassis": {"leaf-r0-su1": {"id": {...}}},
+                                          "port": {"id": {"type": "ifname", "value": "Ethernet12"}}}}}}
+    """
+    if not isinstance(data, dict) or not isinstance(data.get("lldp"), dict):
+        raise FabricError("lldp data of %s: expected the JSON object of `lldpctl -f json` with an `lldp` key" % host)
+    interfaces = data["lldp"].get("interface") or {}
+    if isinstance(interfaces, list):
+        items = []
+        for item in interfaces:
+            if isinstance(item, dict):
+                items.extend(item.items())
+    elif isinstance(interfaces, dict):
+        items = list(interfaces.items())
+    else:
+        raise FabricError("lldp data of %s: `interface` is neither an object nor a list" % host)
+    out = []
+    for netdev, entry in items:
+        if isinstance(entry, dict):
+            out.append({"netdev": netdev, "switch": _lldp_chassis(entry.get("chassis")), "port": _lldp_port(entry.get("port"))})
+    return out
+
+
+def _lldp_chassis(chassis):
+    if not isinstance(chassis, dict):
+        return None
+    keys = [k for k in chassis if k not in ("id", "descr", "mgmt-ip", "capability", "name")]
+    if keys:
+        return keys[0]
+    if isinstance(chassis.get("name"), (str, dict)):
+        return chassis["name"] if isinstance(chassis["name"], str) else chassis["name"].get("value")
+    return None
+
+
+def _lldp_port(port):
+    if not isinstance(port, dict):
+        return None
+    pid = port.get("id")
+    port_id = pid.get("value") if isinstance(pid, dict) else pid if isinstance(pid, str) else None
+    if port.get("descr") and (port_id is None or ":" in str(port_id)):
+        port_id = port["descr"]
+    return port_id
+
+
+def add_lldp(m):
+    """Stage 2b: RoCE, LLDP neighbours become NICs on leaf switches named by LLDP."""
+    for host in sorted(m.lldp):
+        neighbours = parse_lldp(m.lldp[host], host)
+        facts = (m.nodes.get(host) or {}).get("facts") or {}
+        by_netdev = {}
+        for nic in facts.get("nics") or []:
+            for nd in nic.get("netdevs") or []:
+                by_netdev[nd] = nic
+        for nb in neighbours:
+            if not nb["switch"]:
+                m.warnings.append("lldp of %s: interface %s has no neighbour chassis name; ignored" % (host, nb["netdev"]))
+                continue
+            nic = by_netdev.get(nb["netdev"]) or {}
+            if nb["switch"] not in m.switches:
+                m.switches[nb["switch"]] = _switch_record(nb["switch"], None, None, None, "roce", None)
+            rec = {"hca": nic.get("name") or nb["netdev"], "device": nic.get("name"), "guid": normalize_guid(nic.get("node_guid")),
+                   "leaf": nb["switch"], "port": nb["port"], "width": None, "speed": None, "segment": "roce",
+                   "facts_rail": nic.get("rail"), "facts_role": nic.get("role"), "netdev": nb["netdev"]}
+            h = m.hosts.setdefault(host, {"nics": [], "segments": set()})
+            h["nics"].append(rec)
+            h["segments"].add("roce")
+        if neighbours and not any(s["segment"] == "roce" for s in m.sources):
+            m.sources.append({"path": "lldp", "segment": "roce", "lines": None, "warnings": 0})
+    # Storage / front-end NICs (node_facts role non-rail) are kept per host but take no rail.
+    for h in m.hosts.values():
+        h["other"] = [n for n in h["nics"] if n["facts_role"] == "non-rail"]
+        h["nics"] = [n for n in h["nics"] if n["facts_role"] != "non-rail"]

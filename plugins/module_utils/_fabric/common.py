@@ -1,0 +1,153 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to gpufleet.provision
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What every stage of the fabric model shares: constants, the error type, the state of one run."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+from collections import Counter, defaultdict
+
+from ansible_collections.gpufleet.provision.plugins.module_utils._ibnetdiscover import SPEED_GBPS
+from ansible_collections.gpufleet.provision.plugins.module_utils._parsers import natural_key
+
+SCHEMA_VERSION = 1
+
+ANOMALY_KINDS = (
+    "miscabled_rail", "missing_rail", "unnamed_hca", "suspicious_hostname", "non_compute",
+    "link_degraded", "link_missing", "uplink_miscabled", "duplicate_hostname", "isolated_hca",
+    "not_in_fabric", "plan_mismatch",
+)
+# A host with one of these (about its own NICs) is quarantined by the fabric unless the operator accepts it.
+QUARANTINE_KINDS = ("miscabled_rail", "missing_rail", "link_degraded")
+
+DEFAULT_SUSPICIOUS_HOSTNAMES = (
+    "localhost", "localhost.localdomain", "ubuntu", "debian", "centos", "rocky", "almalinux",
+    "rhel", "redhat", "fedora", "sles", "linux", "none", "(none)", "default", "hostname", "dgx",
+)
+DEFAULT_NON_COMPUTE_PATTERNS = (r"(?i)ufm",)
+
+# "MT4129 ConnectX7   Mellanox Technologies": the firmware default, node_desc never set.
+UNNAMED_RE = re.compile(r"^(MT\d+\b.*|.*Mellanox Technologies\s*)$|^\s*$")
+SHARP_RE = re.compile(r"(?i)aggregation node")
+# "MF0;A09-P1-IBLEAF-04-04:MQM9701/U1": a managed switch names itself MF0;<name>:<model>/U<n>.
+_MANAGED_SWITCH_RE = re.compile(r"^MF0;([^:]+):([^/]*)(?:/.*)?$")
+NAME_NUM_RE = re.compile(r"^(.*?)(\d+)$")
+
+STATUS_BY_GATE = {"pass": "green", "fail": "quarantined"}
+TIER_ORDER = {"leaf": 0, "spine": 1, "core": 2}
+
+
+class FabricError(Exception):
+    """Bad input to the fabric model (wrong types in the plan, the nodes or the LLDP data)."""
+
+
+class Model(object):
+    """The state one run of the model builds, stage after stage (see ``analyze``).
+
+    Each stage reads what the ones before it set and adds its own attributes, so a test can run
+    the stages up to the one it checks and look at the state.
+    """
+
+    def __init__(self, nodes=None, lldp=None, plan=None, suspicious_hostnames=DEFAULT_SUSPICIOUS_HOSTNAMES,
+                 non_compute_patterns=DEFAULT_NON_COMPUTE_PATTERNS, accept=()):
+        nodes = nodes or {}
+        lldp = lldp or {}
+        if not isinstance(nodes, dict):
+            raise FabricError("nodes: expected a mapping of host name to {report, facts}, got %s" % type(nodes).__name__)
+        if not isinstance(lldp, dict):
+            raise FabricError("lldp: expected a mapping of host name to lldpctl JSON, got %s" % type(lldp).__name__)
+        try:
+            self.non_compute_res = [re.compile(p) for p in non_compute_patterns]
+        except re.error as exc:
+            raise FabricError("non_compute_patterns: invalid regular expression: %s" % exc)
+        self.nodes = nodes
+        self.lldp = lldp
+        self.plan = plan
+        self.suspicious_hostnames = list(suspicious_hostnames)
+        self.suspicious = set(h.lower() for h in suspicious_hostnames)
+        self.accept = [str(a) for a in (accept or ())]
+        self.anomalies = []
+        self.warnings = []
+        self.sources = []
+        self.switches = {}              # name -> switch record
+        self.sw_by_guid = {}            # guid -> switch name
+        self.cas = []                   # every CA port attached to a switch
+        self.isl = defaultdict(int)     # (switch, switch) -> link count, both orders
+        self.isl_links = []             # (segment, sa, pa, sb, pb, width, speed)
+        self.hosts = {}                 # host -> {"nics": [...], "other": [...], "segments": set()}
+        self.leaf_su = {}
+        self.leaf_rail = {}
+        self.sus = {}
+        self.plan_leaf = {}
+        self.plan_nodes = {}
+        self.all_rails = []
+        self.rails_by_segment = defaultdict(set)
+        self.nodes_out = {}
+        self.spine_groups = []
+        self.blocks = []
+
+
+def link_gbps(width, speed):
+    if width is None or speed not in SPEED_GBPS:
+        return None
+    return width * SPEED_GBPS[speed]
+
+
+def switch_name(node):
+    m = _MANAGED_SWITCH_RE.match(node["desc"] or "")
+    if m:
+        return m.group(1), m.group(2)
+    desc = (node["desc"] or "").strip()
+    if desc and " " not in desc and not UNNAMED_RE.match(desc):
+        return desc, None
+    return "sw-" + node["guid"], None
+
+
+def anomaly(kind, message, host=None, hca=None, switch=None, port=None, severity="warning", **extra):
+    item = {"kind": kind, "host": host, "hca": hca, "switch": switch, "port": port,
+            "severity": severity, "message": message}
+    item.update(extra)
+    return item
+
+
+def mode(values):
+    """The most common value (None ignored; ties: the smallest as text), or None."""
+    counts = Counter(v for v in values if v is not None)
+    if not counts:
+        return None
+    best = max(counts.values())
+    return sorted((v for v, c in counts.items() if c == best), key=str)[0]
+
+
+def vote(counter, key=natural_key):
+    """The winner of a Counter (ties: the first by ``key``), or None when empty."""
+    if not counter:
+        return None
+    best = max(counter.values())
+    return min((v for v, c in counter.items() if c == best), key=key)
+
+
+class UnionFind(object):
+    def __init__(self):
+        self.parent = {}
+
+    def find(self, x):
+        parent = self.parent
+        parent.setdefault(x, x)
+        root = x
+        while parent[root] != root:
+            root = parent[root]
+        while parent[x] != root:
+            parent[x], x = root, parent[x]
+        return root
+
+    def union(self, a, b):
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            if natural_key(str(ra)) < natural_key(str(rb)):
+                self.parent[rb] = ra
+            else:
+                self.parent[ra] = rb

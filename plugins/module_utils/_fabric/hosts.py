@@ -1,0 +1,164 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to gpufleet.provision
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Stages 6, 8 and 9 of the fabric model: each host's rails, SU, miscabling and missing rails;
+hosts known to the gate but absent from the fabric; what node facts add to a node."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from collections import Counter
+
+from ansible_collections.gpufleet.provision.plugins.module_utils._parsers import natural_key
+from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.common import (
+    STATUS_BY_GATE, anomaly, vote)
+
+# Adapters that name no host but still sit on a leaf: they may be the NIC a host misses there.
+NAMELESS_KINDS = ("unnamed_hca", "suspicious_hostname")
+
+
+def gate_status(entry):
+    report = (entry or {}).get("report")
+    if not isinstance(report, dict):
+        return "unknown", None
+    gate = report.get("status")
+    return STATUS_BY_GATE.get(gate, "unknown"), gate
+
+
+def _node_record(m, host, segments, su, rails, other):
+    status, gate = gate_status(m.nodes.get(host))
+    return {"status": status, "gate": gate, "segments": segments, "su": su, "block": None, "rails": rails,
+            "other_nics": other}
+
+
+def host_rails(m):
+    """Stage 6: per host, its SU (the SU most of its NICs reach), each NIC's rail and whether it is
+    miscabled, and the rails its segment has that it does not reach."""
+    nameless_on = Counter(a["switch"] for a in m.anomalies if a["kind"] in NAMELESS_KINDS and a["host"] is None)
+    for host in sorted(m.hosts, key=natural_key):
+        h = m.hosts[host]
+        host_su = vote(Counter(m.leaf_su[n["leaf"]] for n in h["nics"] if m.leaf_su.get(n["leaf"])))
+        if host in m.plan_nodes:
+            host_su = m.plan_nodes[host]["su"]
+        rails = []
+        taken = set()
+        reached = set()  # rails whose leaf this host physically reaches (a swapped pair still reaches both)
+        for n in sorted(h["nics"], key=lambda x: (x["rail"] if x["rail"] is not None else 999, natural_key(x["hca"] or ""))):
+            lr = m.leaf_rail.get(n["leaf"])
+            if n["rail"] is None:
+                n["rail"] = lr
+                n["rail_from"] = "leaf"
+            problem = _nic_problem(m, host, host_su, n, lr)
+            n["miscabled"] = problem is not None
+            if problem:
+                m.anomalies.append(anomaly(
+                    "miscabled_rail", "%s %s (rail %s) is %s: cross-rail traffic goes through the spine"
+                    % (host, n["hca"], n["rail"], problem), host=host, hca=n["hca"], switch=n["leaf"],
+                    port=n["port"], severity="error", rail=n["rail"], segment=n["segment"]))
+            if n["rail"] is not None and n["rail"] in taken:
+                m.warnings.append("%s has two NICs on rail %s (%s)" % (host, n["rail"], n["hca"]))
+            taken.add(n["rail"])
+            reached.add(lr if lr is not None else n["rail"])
+            rails.append({"rail": n["rail"], "hca": n["hca"], "device": n["device"], "guid": n["guid"],
+                          "leaf": n["leaf"], "port": n["port"], "width": n["width"], "speed": n["speed"],
+                          "segment": n["segment"], "rail_from": n["rail_from"], "miscabled": n["miscabled"]})
+        _missing_host_rails(m, host, h, host_su, reached, nameless_on)
+        if host_su in m.sus:
+            m.sus[host_su]["hosts"].append(host)
+        m.nodes_out[host] = _node_record(m, host, sorted(h["segments"]), host_su, rails, [
+            {"hca": n["hca"], "device": n["device"], "guid": n["guid"], "switch": n["leaf"], "port": n["port"]}
+            for n in h["other"]])
+
+
+def _nic_problem(m, host, host_su, n, lr):
+    """Why a NIC is miscabled (text), or None."""
+    lsu = m.leaf_su.get(n["leaf"])
+    problem = None
+    if n["rail"] is not None and lr is not None and lr != n["rail"]:
+        problem = "on %s, the leaf of rail %s, instead of rail %s" % (n["leaf"], lr, n["rail"])
+    elif host_su and lsu and lsu != host_su:
+        problem = "on %s, a leaf of %s, while the host is in %s" % (n["leaf"], lsu, host_su)
+    if host in m.plan_nodes and n["rail"] is not None:
+        expected = m.sus.get(host_su, {}).get("leaves", {}).get(n["rail"])
+        if expected and expected != n["leaf"] and problem is None:
+            problem = "on %s, but the cabling plan puts rail %s of %s on %s" % (n["leaf"], n["rail"], host_su, expected)
+        want_port = m.plan_nodes[host].get("port")
+        if problem is None and want_port is not None and n["port"] != want_port:
+            m.anomalies.append(anomaly(
+                "plan_mismatch", "%s %s is on %s port %s, the cabling plan says port %s"
+                % (host, n["hca"], n["leaf"], n["port"], want_port), host=host, hca=n["hca"],
+                switch=n["leaf"], port=n["port"], segment=n["segment"]))
+    return problem
+
+
+def _missing_host_rails(m, host, h, host_su, reached, nameless_on):
+    expected_rails = set()
+    for seg in h["segments"]:
+        expected_rails |= m.rails_by_segment.get(seg, set())
+    su = m.sus.get(host_su)
+    su_leaves = su["leaves"] if su else {}
+    for r in sorted(expected_rails - reached):
+        if r in su_leaves:
+            leaf = su_leaves[r]
+            why = "its SU %s has leaf %s for it, but no NIC of this host reaches the fabric on it" % (host_su, leaf)
+            if nameless_on.get(leaf):
+                why += (" (%d adapter(s) with no node description, or a default host name, sit on that leaf: one may be it)"
+                        % nameless_on[leaf])
+        else:
+            why = "its SU %s has no leaf for rail %s at all (leaf absent from the capture)" % (host_su, r)
+        m.anomalies.append(anomaly("missing_rail", "%s has no NIC on rail %s: %s" % (host, r, why),
+                                   host=host, switch=su_leaves.get(r), severity="error", rail=r, su=host_su))
+
+
+def su_checks(m):
+    """SUs without a leaf for a rail of their segment; planned leaves and hosts absent; where the
+    nameless adapters sit (the rail and SU of their leaf); the spines each SU reaches."""
+    for su_name in sorted(m.sus, key=natural_key):
+        su = m.sus[su_name]
+        seg_rails = set()
+        for seg in su["segments"]:
+            seg_rails |= m.rails_by_segment.get(seg, set())
+        for r in sorted(seg_rails - set(su["leaves"])):
+            m.anomalies.append(anomaly(
+                "missing_rail", "%s has no leaf for rail %s: the other SUs of its segment have one; the leaf is "
+                "absent from the capture (down, unpowered or not cabled to the spines)" % (su_name, r),
+                severity="error", rail=r, su=su_name))
+        spines = set()
+        for leaf in su["leaves"].values():
+            spines.update(m.switches[leaf]["uplinks"])
+        su["spines"] = sorted(spines, key=natural_key)
+    for leaf, (su, rail) in m.plan_leaf.items():
+        if leaf not in m.switches:
+            m.anomalies.append(anomaly("missing_rail", "leaf %s (rail %s of %s in the cabling plan) is absent from the fabric"
+                                       % (leaf, rail, su), switch=leaf, severity="error", rail=rail, su=su))
+    for host, entry in sorted(m.plan_nodes.items()):
+        if host not in m.nodes_out:
+            m.anomalies.append(anomaly("plan_mismatch", "%s is in the cabling plan (%s) but has no NIC in the fabric"
+                                       % (host, entry["su"]), host=host, severity="error", su=entry["su"]))
+    for a in m.anomalies:
+        if a["kind"] in NAMELESS_KINDS and a["host"] is None and a["switch"] in m.leaf_su:
+            a["su"] = m.leaf_su[a["switch"]]
+            a["rail"] = m.leaf_rail.get(a["switch"])
+            a["message"] += "; it sits on the rail %s leaf of %s" % (a["rail"], a["su"])
+
+
+def not_in_fabric(m):
+    """Stage 8: nodes known to the gate (facts or a report) but with no adapter in the capture."""
+    for host in sorted(m.nodes, key=natural_key):
+        if host in m.nodes_out:
+            continue
+        m.anomalies.append(anomaly(
+            "not_in_fabric", "%s has node facts/a gate report but none of its adapters is in the capture" % host,
+            host=host, severity="error"))
+        m.nodes_out[host] = _node_record(m, host, [], None, [], [])
+
+
+def node_facts(m):
+    """Stage 9: NUMA layout, GPU<->NIC pairs and HT siblings from node facts, for placement."""
+    for host, out in m.nodes_out.items():
+        facts = (m.nodes.get(host) or {}).get("facts") or {}
+        numa = facts.get("numa") or {}
+        out["numa"] = [{"id": n.get("id"), "cpus": n.get("cpus")} for n in (numa.get("nodes") or []) if isinstance(n, dict)] or None
+        out["pairs"] = facts.get("pairs") or None
+        out["siblings"] = (facts.get("cpu") or {}).get("siblings") or None
