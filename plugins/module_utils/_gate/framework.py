@@ -101,16 +101,19 @@ class Inputs:
         return text
 
     def parsed(self, name, command, parser):
-        """``parser(output(name))``, parsed once per evaluation (several checks read nvidia-smi -q);
-        a ValueError from the parser is an error naming the output."""
-        if name not in self._parsed:
+        """``parser(output(name))``, parsed once while the output stays the same (several checks
+        read nvidia-smi -q); a ValueError from the parser is an error naming the output."""
+        key = (name, parser)
+        text = self.outputs.get(name)
+        if key not in self._parsed or self._parsed[key][0] is not text:
             try:
-                self._parsed[name] = (parser(self.output(name, command)), None)
+                result = (parser(self.output(name, command)), None)
             except ValueError as exc:
-                self._parsed[name] = (None, CheckError("outputs.%s (%s): %s" % (name, command, exc)))
+                result = (None, CheckError("outputs.%s (%s): %s" % (name, command, exc)))
             except Skip as exc:
-                self._parsed[name] = (None, exc)
-        value, exc = self._parsed[name]
+                result = (None, exc)
+            self._parsed[key] = (text, result)
+        value, exc = self._parsed[key][1]
         if exc is not None:
             raise exc
         return value

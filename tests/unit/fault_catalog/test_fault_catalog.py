@@ -216,3 +216,36 @@ def test_missing_file_is_skip_no_data_unless_required(tree):
     node.profile["require"].append("memory.thp")
     check = next(c for c in node.report()["checks"] if c["id"] == "memory.thp")
     assert check["status"] == "fail" and "no data" in check["reason"]
+
+
+def test_unlistable_pci_folder_is_an_error_naming_it_not_zero_gpus(tree):
+    node = tree("hgx-h100-ref")
+    shutil.rmtree(node.path("sys/bus/pci/devices"))
+    os.symlink("devices", node.path("sys/bus/pci/devices"))
+    checks = dict((c["id"], c) for c in node.report()["checks"])
+    gpu = checks["gpu.count"]
+    assert gpu["status"] == "error" and "sys/bus/pci/devices: Too many levels of symbolic links (unreadable)" in gpu["reason"]
+    assert "RMA" not in gpu["reason"]
+    assert checks["gpu.pcie_link"]["status"] == "error"
+
+
+def test_unreadable_node_cpulist_is_an_error_not_zero_cpus(tree):
+    node = tree("hgx-h100-ref")
+    node.write("sys/devices/system/node/node5/cpulist", "13-\n")
+    check = next(c for c in node.report()["checks"] if c["id"] == "numa.layout")
+    assert check["status"] == "error" and "sys/devices/system/node/node5/cpulist" in check["reason"]
+
+
+def test_looping_acs_capability_chain_is_an_error_not_no_acs(tree):
+    node = tree("hgx-h100-ref")
+    rel = "sys/bus/pci/devices/0000:28:01.0/config"
+    with open(node.path(rel), "rb") as handle:
+        data = bytearray(handle.read())
+    # the first extended capability (AER, id 0x0001, version 1) points back at itself: the ACS
+    # capability further down is never reached
+    data[0x100:0x104] = (0x0001 | (1 << 16) | (0x100 << 20)).to_bytes(4, "little")
+    os.chmod(node.path(rel), 0o644)
+    with open(node.path(rel), "wb") as handle:
+        handle.write(bytes(data))
+    check = next(c for c in node.report()["checks"] if c["id"] == "pcie.acs")
+    assert check["status"] == "error" and rel in check["reason"] and "loops at 0x100" in check["reason"]

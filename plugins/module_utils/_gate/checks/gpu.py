@@ -267,7 +267,9 @@ def _ecc(ctx):
         volatile = section(tree, "ECC Errors", "Volatile")
         remap = section(tree, "Remapped Rows")
         if volatile is None and remap is None:
-            raise Skip("no data: nvidia-smi -q has no ECC Errors / Remapped Rows for GPU %s" % bus)
+            # One GPU without the blocks (a cut output) must not hide another GPU's failure.
+            unknown.append("nvidia-smi -q has no ECC Errors / Remapped Rows for GPU %s" % bus)
+            continue
         # Driver 535: "DRAM Uncorrectable", "SRAM Uncorrectable Parity/SEC-DED"; older drivers:
         # "Double Bit" > "Total". N/A: ECC mode off or not supported.
         counts = [_count(v) for k, v in (volatile or {}).items() if "Uncorrectable" in k and not isinstance(v, dict)]

@@ -138,8 +138,9 @@ def parse_query(text):
         if sep:
             node.setdefault(key, value)
         else:
+            # A repeated section name keeps the first one, as repeated keys do.
             child = {}
-            node[stripped] = child
+            node.setdefault(stripped, child)
             stack.append((indent, child))
     return out
 
