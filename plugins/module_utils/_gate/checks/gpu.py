@@ -262,13 +262,13 @@ def _count(value):
 def _ecc(ctx):
     if not ctx.want("health", "ecc"):
         raise NotAsked("not in profile (health.ecc: false)")
-    failures, unknown, observed = [], [], {}
+    failures, unknown, observed, missing = [], [], {}, []
     for bus, tree in sorted(_smi_gpus(ctx).items()):
         volatile = section(tree, "ECC Errors", "Volatile")
         remap = section(tree, "Remapped Rows")
         if volatile is None and remap is None:
             # One GPU without the blocks (a cut output) must not hide another GPU's failure.
-            unknown.append("nvidia-smi -q has no ECC Errors / Remapped Rows for GPU %s" % bus)
+            missing.append(bus)
             continue
         # Driver 535: "DRAM Uncorrectable", "SRAM Uncorrectable Parity/SEC-DED"; older drivers:
         # "Double Bit" > "Total". N/A: ECC mode off or not supported.
@@ -290,6 +290,8 @@ def _ecc(ctx):
         if info["volatile_uncorrectable"] is None and info.get("remap_pending") in (None, "N/A"):
             unknown.append("GPU %s reports neither ECC counts nor remapped rows (N/A)" % bus)
         observed[bus] = info
+    if missing:
+        unknown.append("nvidia-smi -q has no ECC Errors / Remapped Rows for GPU %s" % ", ".join(missing))
     return outcome(failures, unknown, observed, {"volatile_uncorrectable": 0, "remap_pending": "No", "remap_failure": "No"})
 
 
