@@ -451,8 +451,9 @@ def _nvidia(w, devices, state):
     if not version:
         return
     w.file("sys/module/nvidia/version", version)
-    if (state.get("nvidia") or {}).get("peermem"):
-        # GPUDirect RDMA: the module the washing machine loads at boot.
+    if (state.get("nvidia") or {}).get("peermem", True):
+        # GPUDirect RDMA: nvidia_peermem, loaded with the driver unless the state says otherwise
+        # (a twin cannot modprobe; state nvidia.peermem: false renders a node without it).
         w.file("sys/module/nvidia_peermem/initstate", "live")
     w.file("proc/driver/nvidia/version",
            "NVRM version: NVIDIA UNIX x86_64 Kernel Module  %s  Fri May 31 09:35:42 UTC 2024\n"

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
@@ -47,7 +47,7 @@ def _which(name, extra_dirs=()):
 def _run(argv, env=None, timeout=3600):
     """stdout and stderr of argv together (NCCL logs to both), never raising on the exit code."""
     proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, timeout=timeout,
-                          universal_newlines=True)
+                          universal_newlines=True, check=False)
     return proc.returncode, proc.stdout
 
 
@@ -113,12 +113,12 @@ class Cuda:
         self.call("cudaEventCreate", ctypes.byref(start))
         self.call("cudaEventCreate", ctypes.byref(stop))
         try:
-            for _ in range(3):      # warm-up: page tables, clocks, the copy engine
+            for _warm in range(3):      # warm-up: page tables, clocks, the copy engine
                 self.call("cudaMemcpy", dev, host, ctypes.c_size_t(size), self.H2D)
             out = []
-            for _ in range(runs):
+            for _run_no in range(runs):
                 self.call("cudaEventRecord", start, None)
-                for _ in range(copies):
+                for _copy in range(copies):
                     self.call("cudaMemcpyAsync", dev, host, ctypes.c_size_t(size), self.H2D, None)
                 self.call("cudaEventRecord", stop, None)
                 self.call("cudaEventSynchronize", stop)
@@ -146,13 +146,13 @@ def _h2d_torch(size, copies, runs):
         with torch.cuda.device(index):
             host = torch.empty(size, dtype=torch.uint8, pin_memory=True)
             dev = torch.empty(size, dtype=torch.uint8, device="cuda")
-            for _ in range(3):
+            for _warm in range(3):
                 dev.copy_(host, non_blocking=True)
             torch.cuda.synchronize()
-            for _ in range(runs):
+            for _run_no in range(runs):
                 start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 start.record()
-                for _ in range(copies):
+                for _copy in range(copies):
                     dev.copy_(host, non_blocking=True)
                 stop.record()
                 stop.synchronize()
@@ -191,7 +191,7 @@ def probe_h2d(args):
     if tool is None:
         raise NoTool(why)
     # nvbandwidth cannot pin per GPU: its host_to_device_memcpy_ce case, once per run.
-    for _ in range(args.runs):
+    for _run_no in range(args.runs):
         _rc, out = _run([tool, "-t", "host_to_device_memcpy_ce", "-b", str(args.size_mib), "-i", str(args.copies)])
         print(out)
 
@@ -209,7 +209,7 @@ def probe_p2p(_args):
 
 def _gpu_count():
     try:
-        return len([n for n in os.listdir("/proc/driver/nvidia/gpus")])
+        return len(os.listdir("/proc/driver/nvidia/gpus"))
     except OSError:
         return 0
 

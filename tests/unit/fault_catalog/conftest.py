@@ -180,7 +180,8 @@ def dcgm_diag(fail=None):
                  "Environment Variables", "Page Retirement/Row Remap", "Graphics Processes", "Inforom"):
         result = {"gpu_ids": "0,1,2,3,4,5,6,7", "status": "Pass"}
         if name == fail:
-            result = {"gpu_ids": "3", "status": "Fail", "warnings": [{"warning": "GPU 3 had uncorrectable memory errors and row remapping failed. Run nvidia-smi -q.", "error_id": 95}]}
+            warning = "GPU 3 had uncorrectable memory errors and row remapping failed. Run nvidia-smi -q."
+            result = {"gpu_ids": "3", "status": "Fail", "warnings": [{"warning": warning, "error_id": 95}]}
         tests.append({"name": name, "results": [result]})
     return "Successfully ran diagnostic for group.\n" + json.dumps({"DCGM GPU Diagnostic": {
         "test_categories": [{"category": "Deployment", "tests": tests}], "version": "3.3.5"}}, indent=2) + "\n"

@@ -21,7 +21,7 @@ SCRIPT = os.path.join(REPO, "roles", "validate", "files", "gpufleet_probe.py")
 def probe(*args, path=None):
     env = dict(os.environ, PATH=path or "/nonexistent", PYTHONPATH="")
     # -S: no site-packages, so no PyTorch or CUDA wheel of this machine's Python is found either.
-    return subprocess.run([sys.executable, "-S", SCRIPT] + list(args), capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run([sys.executable, "-S", SCRIPT] + list(args), capture_output=True, text=True, env=env, timeout=120, check=False)
 
 
 @pytest.mark.parametrize("args,missing", [

@@ -171,7 +171,9 @@ def parse_nvlink_status(text):
     """
     out, gpu = {}, None
     for line in text.splitlines():
-        match = re.match(r"^GPU\s+(\d+):\s*(.*?)(?:\s+\(UUID:.*\))?\s*$", line)
+        # "GPU 0: <name> (UUID: GPU-...)": the index is a number, the UUID always printed (the
+        # plain listing "GPU 0000:18:00.0: <name>" is not this output).
+        match = re.match(r"^GPU\s+(\d+):\s+(.*?)\s+\(UUID:[^)]*\)\s*$", line)
         if match:
             gpu = match.group(1)
             out[gpu] = {"name": match.group(2), "links": {}}
@@ -183,5 +185,5 @@ def parse_nvlink_status(text):
                 raise ValueError("GPU %s link %s: %r is neither '<n> GB/s' nor '<inactive>'" % (gpu, match.group(1), match.group(2)))
             out[gpu]["links"][int(match.group(1))] = float(speed.group(1)) if speed else None
     if not out:
-        raise ValueError("no 'GPU <n>: <name>' line")
+        raise ValueError("no 'GPU <n>: <name> (UUID: ...)' line")
     return out

@@ -146,7 +146,8 @@ def test_mlxconfig_current_column_and_pending_change():
 NCCL_SHARP = """gpu001:9:9 [0] NCCL INFO NCCL version 2.21.5+cuda12.4
 gpu001:9:27 [0] NCCL INFO Plugin Path : /opt/hpcx/nccl_rdma_sharp_plugin/lib/libnccl-net.so
 gpu001:9:27 [0] NCCL INFO P2P plugin IBext_v8
-gpu001:9:27 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [2]mlx5_2:1/IB [3]mlx5_3:1/IB [4]mlx5_4:1/IB [5]mlx5_5:1/IB [6]mlx5_6:1/IB [7]mlx5_7:1/IB [RO]; OOB ibp26s0:10.1.0.1<0>
+gpu001:9:27 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [2]mlx5_2:1/IB [3]mlx5_3:1/IB \
+[4]mlx5_4:1/IB [5]mlx5_5:1/IB [6]mlx5_6:1/IB [7]mlx5_7:1/IB [RO]; OOB ibp26s0:10.1.0.1<0>
 gpu001:9:27 [0] NCCL INFO Using network IBext_v8
 gpu001:9:27 [0] NCCL INFO NET/IB : GPU Direct RDMA (nvidia-peermem) enabled for HCA 0 'mlx5_0'
 gpu001:9:41 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IBext_v8/0/GDRDMA
@@ -251,7 +252,10 @@ def test_nvlink_links_down_and_slow():
     assert check["status"] == "fail"
     assert check["reason"] == "GPU 0: 2 of 3 links up (inactive: 1); GPU 1: links 1 below 26.5 GB/s"
     with pytest.raises(ValueError, match="neither"):
-        nvidia_smi.parse_nvlink_status("GPU 0: NVIDIA H100\n\t Link 0: garbage\n")
+        nvidia_smi.parse_nvlink_status("GPU 0: NVIDIA H100 (UUID: GPU-1)\n\t Link 0: garbage\n")
+    # the plain GPU listing (another nvidia-smi command) is not an NVLink status
+    with pytest.raises(ValueError, match="UUID"):
+        nvidia_smi.parse_nvlink_status("GPU 0000:18:00.0: NVIDIA H100 80GB HBM3\n")
 
 
 DCGM4 = {"DCGM Diagnostic": {"version": "4.1.1", "test_categories": [
