@@ -367,9 +367,22 @@ def _infiniband(w, model, devices, state):
             w.file(pdir + "/link_layer", layer)
             w.file(pdir + "/lid", "0x%x" % (lid if layer == "InfiniBand" else 0))
             lid += 1
+            # PortCounters as the kernel exposes them (IBA names); a healthy link counts no errors.
+            counters = dict((c, 0) for c in IB_ERROR_COUNTERS)
+            counters.update(override.get("counters") or {})
+            for counter, value in sorted(counters.items()):
+                w.file("%s/counters/%s" % (pdir, counter), str(value))
         cable = dict(dev.get("cable") or {}, **(cabling.get(name) or {}))
         if cable:
             dev["cable"] = cable
+
+
+# The error counters of ports/<p>/counters (same names as the gate reads; kept here because the
+# renderer runs standalone inside twins).
+IB_ERROR_COUNTERS = ("symbol_error", "link_error_recovery", "link_downed", "port_rcv_errors",
+                     "port_rcv_remote_physical_errors", "port_rcv_switch_relay_errors", "port_xmit_discards",
+                     "port_xmit_constraint_errors", "port_rcv_constraint_errors", "local_link_integrity_errors",
+                     "excessive_buffer_overrun_errors", "VL15_dropped")
 
 
 def _nvme(w, devices, state):
@@ -438,6 +451,10 @@ def _nvidia(w, devices, state):
     if not version:
         return
     w.file("sys/module/nvidia/version", version)
+    if (state.get("nvidia") or {}).get("peermem", True):
+        # GPUDirect RDMA: nvidia_peermem, loaded with the driver unless the state says otherwise
+        # (a twin cannot modprobe; state nvidia.peermem: false renders a node without it).
+        w.file("sys/module/nvidia_peermem/initstate", "live")
     w.file("proc/driver/nvidia/version",
            "NVRM version: NVIDIA UNIX x86_64 Kernel Module  %s  Fri May 31 09:35:42 UTC 2024\n"
            "GCC version:  gcc version 12.3.0 (Ubuntu 12.3.0-1ubuntu1~22.04)" % version)

@@ -42,26 +42,30 @@ def collect(root="/"):
     """Return (facts, warnings) for the host state under ``root``."""
     fs = Root(root)
     facts = {"schema": SCHEMA, "root": fs.path}
-    facts["cpu"] = _cpu(fs)
+    facts["cpu"], cpus = _cpu(fs)
     facts["numa"] = _numa(fs)
     devices = _pci_devices(fs)
-    facts["gpus"] = [d for d in devices if d["kind"] == "gpu"]
-    facts["nvswitches"] = [d for d in devices if d["kind"] == "nvswitch"]
-    for dev in devices:
+    # None: the PCI device folder could not be read (a count of 0 GPUs would be a confident lie).
+    facts["gpus"] = None if devices is None else [d for d in devices if d["kind"] == "gpu"]
+    facts["nvswitches"] = None if devices is None else [d for d in devices if d["kind"] == "nvswitch"]
+    for dev in devices or []:
         del dev["kind"]
-    for sw in facts["nvswitches"]:
+    for sw in facts["nvswitches"] or []:
         for key in ("model", "driver", "link", "class", "vendor_id"):
             sw.pop(key, None)
+    gpus = facts["gpus"] or []
     facts["nics"] = _nics(fs)
-    gpu_info = _add_gpu_models(fs, facts["gpus"])
-    pairs, nic_rail = _pcie.pair_gpus(facts["gpus"], [n for n in facts["nics"] if not n["virtual_function"]])
+    gpu_info = _add_gpu_models(fs, gpus)
+    # A NIC without a PCI location (no device link) cannot be placed: it is no GPU's rail.
+    placed = [n for n in facts["nics"] if not n["virtual_function"] and n["pci"] is not None]
+    pairs, nic_rail = _pcie.pair_gpus(gpus, placed)
     for nic in facts["nics"]:
         nic["rail"] = nic_rail.get(nic["name"])
         nic["role"] = "vf" if nic["virtual_function"] else ("rail" if nic["rail"] is not None else "non-rail")
     facts["pairs"] = pairs
-    facts["pcie"] = {"bridges": _bridges(fs, facts["gpus"] + facts["nics"])}
-    facts["kernel"] = _kernel(fs, facts["cpu"]["online"] or [])
-    facts["nvidia"] = _nvidia(fs, facts["gpus"], facts["nvswitches"], gpu_info)
+    facts["pcie"] = {"bridges": _bridges(fs, gpus + facts["nics"])}
+    facts["kernel"] = _kernel(fs, cpus)
+    facts["nvidia"] = _nvidia(fs, gpus, facts["nvswitches"] or [], gpu_info)
     facts["nvme"] = _nvme(fs)
     facts["os"] = fs.parse("etc/os-release", P.parse_os_release)
     facts["mounts"] = _mounts(fs)
@@ -77,7 +81,9 @@ def _cpu_index(name):
 
 
 def _cpu(fs):
-    online = fs.parse(CPU + "/online", P.parse_cpulist)
+    """Returns (cpu facts, the CPUs to read per-CPU files of): cpu/online, else the cpu<N> folders
+    (an unreadable or empty online file must not hide the CPUs that are there)."""
+    online = fs.parse(CPU + "/online", P.parse_cpu_online)
     info = fs.parse("proc/cpuinfo", P.parse_cpuinfo) or {}
     cpus = online
     if cpus is None:
@@ -99,7 +105,7 @@ def _cpu(fs):
             cores.add((pkg, tuple(sib or [cpu])))
     smt_active = fs.parse(CPU + "/smt/active", P.parse_int, optional=True)
     flags = info.get("flags")
-    return {
+    facts = {
         "model": info.get("model"),
         "sockets": len(packages) or None,
         "cores": len(cores) or None,
@@ -111,6 +117,7 @@ def _cpu(fs):
         "siblings": sorted(list(s) for s in siblings),
         "flags": None if flags is None else {"vmx": "vmx" in flags, "svm": "svm" in flags},
     }
+    return facts, cpus
 
 
 def _node_ids(fs):
@@ -179,9 +186,13 @@ def _link(fs, base):
 
 
 def _pci_devices(fs):
-    """NVIDIA GPUs and NVSwitches from sys/bus/pci/devices (the vendor file is read first)."""
+    """NVIDIA GPUs and NVSwitches from sys/bus/pci/devices (the vendor file is read first); None
+    when the folder is absent or cannot be listed (a symlink loop: a recorded problem)."""
+    entries = fs.entries(PCI)
+    if entries is None:
+        return None
     found = []
-    for bdf in fs.listdir(PCI):
+    for bdf in entries:
         base = "%s/%s" % (PCI, bdf)
         vendor = fs.parse(base + "/vendor", P.parse_hex_id)
         if vendor != NVIDIA_VENDOR:
@@ -226,14 +237,18 @@ def _add_gpu_models(fs, gpus):
     return infos
 
 
+_NO_LOCATION = {"pci": None, "host_bridge": None, "pcie_path": None}
+
+
 def _nics(fs):
     nics = []
     for name in fs.listdir(IB):
         base = "%s/%s" % (IB, name)
-        loc = _device_location(fs, base + "/device")
-        if loc is None:
-            continue
-        pci_base = "%s/%s" % (PCI, loc["pci"])
+        # No device link (a software RDMA device, a capture of the class folder alone): the NIC is
+        # there, only its PCI location is unknown. A broken link is a recorded problem, same outcome.
+        loc = _device_location(fs, base + "/device") if fs.exists(base + "/device") else None
+        loc = loc or _NO_LOCATION
+        pci_base = "%s/%s" % (PCI, loc["pci"]) if loc["pci"] else None
         ports = []
         for port in fs.listdir(base + "/ports"):
             if not port.isdigit():
@@ -251,14 +266,15 @@ def _nics(fs):
                 "rate_gbps": fs.parse(pbase + "/rate", P.parse_ib_rate),
                 "link_layer": fs.read(pbase + "/link_layer"),
                 "lid": fs.parse(pbase + "/lid", P.parse_int, optional=True),
+                "counters": _port_counters(fs, pbase + "/counters"),
             })
         ports.sort(key=lambda p: p["port"])
         nics.append({
             "name": name,
             "pci": loc["pci"],
-            "vendor_id": fs.parse(pci_base + "/vendor", P.parse_hex_id, optional=True),
-            "device_id": fs.parse(pci_base + "/device", P.parse_hex_id, optional=True),
-            "numa_node": _numa_node(fs, pci_base) if fs.exists(pci_base + "/numa_node") else None,
+            "vendor_id": fs.parse(pci_base + "/vendor", P.parse_hex_id, optional=True) if pci_base else None,
+            "device_id": fs.parse(pci_base + "/device", P.parse_hex_id, optional=True) if pci_base else None,
+            "numa_node": _numa_node(fs, pci_base) if pci_base and fs.exists(pci_base + "/numa_node") else None,
             "link_layer": ports[0]["link_layer"] if ports else None,
             "fw_ver": fs.read(base + "/fw_ver"),
             "board_id": fs.read(base + "/board_id", optional=True),
@@ -267,13 +283,21 @@ def _nics(fs):
             "sys_image_guid": fs.read(base + "/sys_image_guid", optional=True),
             "node_desc": fs.read(base + "/node_desc", optional=True),
             "netdevs": fs.listdir(base + "/device/net"),
-            "link": _link(fs, pci_base),
+            "link": _link(fs, pci_base) if pci_base else None,
             "pcie_path": loc["pcie_path"],
             "host_bridge": loc["host_bridge"],
-            "virtual_function": fs.exists(pci_base + "/physfn"),
+            "virtual_function": bool(pci_base) and fs.exists(pci_base + "/physfn"),
             "ports": ports,
         })
     return sorted(nics, key=lambda n: P.natural_key(n["name"]))
+
+
+def _port_counters(fs, folder):
+    """The error counters present in ``folder`` -> {name: int}; None when the folder is absent."""
+    names = fs.entries(folder)
+    if names is None:
+        return None
+    return dict((n, fs.parse("%s/%s" % (folder, n), P.parse_int)) for n in P.IB_ERROR_COUNTERS if n in names)
 
 
 def _bridges(fs, devices):
@@ -330,6 +354,8 @@ def _nvidia(fs, gpus, nvswitches, gpu_info):
     for gpu in gpus:
         per_gpu.append({"pci": gpu["pci"], "model": gpu["model"], "information": gpu_info.get(gpu["pci"])})
     proc_switches = fs.listdir("proc/driver/nvidia-nvswitch/devices")
+    # GPUDirect RDMA needs nvidia_peermem (driver >= 470; MLNX_OFED's older nv_peer_mem works too).
+    peermem = [m for m in ("nvidia_peermem", "nv_peer_mem") if fs.isdir("sys/module/" + m)]
     count = len(proc_switches) if proc_switches else len(nvswitches)
     return {
         "loaded": loaded,
@@ -338,6 +364,8 @@ def _nvidia(fs, gpus, nvswitches, gpu_info):
         "gpus": per_gpu,
         "nvswitch_count": count,
         "nvswitch_present": count > 0,
+        "peermem_loaded": bool(peermem),
+        "peermem_module": peermem[0] if peermem else None,
     }
 
 

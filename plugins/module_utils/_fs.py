@@ -86,6 +86,13 @@ class Root:
 
     def listdir(self, rel, optional=True):
         """Sorted entries of a folder; [] when absent (optional) or unreadable."""
+        entries = self.entries(rel, optional=optional)
+        return [] if entries is None else entries
+
+    def entries(self, rel, optional=True):
+        """Sorted entries of a folder; None when it is absent or cannot be read (a symlink loop,
+        permissions): the caller can tell "nothing there" from "could not look". Unreadable is
+        always a problem; absent only when not ``optional``."""
         try:
             return sorted(os.listdir(self.join(rel)))
         except (IOError, OSError) as exc:
@@ -94,7 +101,7 @@ class Root:
                     self.problem(rel, "missing", "folder not found")
             else:
                 self.problem(rel, "unreadable", exc.strerror or str(exc))
-            return []
+            return None
 
     def readlink(self, rel):
         try:

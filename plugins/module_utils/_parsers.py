@@ -14,6 +14,13 @@ __metaclass__ = type
 import re
 import shlex
 
+# InfiniBand PortCounters (IBA 16.1.3.5) that count errors, as the kernel names them in
+# ports/<p>/counters/. A flapping link passes a state check and shows here (link_downed).
+IB_ERROR_COUNTERS = ("symbol_error", "link_error_recovery", "link_downed", "port_rcv_errors",
+                     "port_rcv_remote_physical_errors", "port_rcv_switch_relay_errors", "port_xmit_discards",
+                     "port_xmit_constraint_errors", "port_rcv_constraint_errors", "local_link_integrity_errors",
+                     "excessive_buffer_overrun_errors", "VL15_dropped")
+
 _RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
 _DIGITS = re.compile(r"(\d+)")
 _NATURAL_CACHE = {}
@@ -31,22 +38,45 @@ def natural_key(text):
     return key
 
 
+# The kernel's largest NR_CPUS (CONFIG_NR_CPUS_RANGE_END on x86_64 with MAXSMP): a list naming
+# more CPUs, or a CPU number at or above it, is not one the kernel wrote.
+MAX_CPUS = 8192
+
+
 def parse_cpulist(text):
-    """``0-12,104-116`` -> [0, 1, ..., 12, 104, ..., 116]. Empty text -> [] (a memory-only node)."""
-    cpus = set()
+    """``0-12,104-116`` -> [0, 1, ..., 12, 104, ..., 116]. Empty text -> [] (a memory-only node).
+
+    More than MAX_CPUS CPUs in total, or a CPU number >= MAX_CPUS, is invalid input: counted before
+    anything is built, so a small file of huge ranges costs nothing.
+    """
     text = text.strip()
     if not text:
         return []
+    ranges, total = [], 0
     for part in text.split(","):
         match = _RANGE.match(part.strip())
         if not match:
             raise ValueError("not a CPU list item: %r" % part)
         first = int(match.group(1))
         last = int(match.group(2)) if match.group(2) else first
-        if last < first or last - first > 65536:
-            raise ValueError("bad CPU range: %r" % part)
+        if last < first or last >= MAX_CPUS:
+            raise ValueError("bad CPU range: %r (CPU numbers run from 0 to %d)" % (part, MAX_CPUS - 1))
+        total += last - first + 1
+        if total > MAX_CPUS:
+            raise ValueError("more than %d CPUs in the list" % MAX_CPUS)
+        ranges.append((first, last))
+    cpus = set()
+    for first, last in ranges:
         cpus.update(range(first, last + 1))
     return sorted(cpus)
+
+
+def parse_cpu_online(text):
+    """``sys/devices/system/cpu/online``: a CPU list that is never empty (CPU 0 always runs)."""
+    cpus = parse_cpulist(text)
+    if not cpus:
+        raise ValueError("no online CPU")
+    return cpus
 
 
 def format_cpulist(cpus):

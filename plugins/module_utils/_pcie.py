@@ -128,13 +128,17 @@ def parse_acs(config):
     Walks the extended capability list at 0x100: each header is cap id (16 bits), version (4),
     next offset (12). The ACS capability (id 0x000D) has its control register at +6.
     Returns {"present": bool, "ctl": {bit: bool} | None}. ValueError when the extended space is not
-    there (256-byte config: not root, or not a PCIe function).
+    there (256-byte config: not root, or not a PCIe function) or the list loops (corrupt data).
     """
     if config is None or len(config) < 0x104:
         raise ValueError("config space has %d bytes: no PCIe extended capabilities (reading them needs root)"
                          % (0 if config is None else len(config)))
     offset, seen = 0x100, set()
-    while offset and offset not in seen and offset + 8 <= len(config):
+    while offset and offset + 8 <= len(config):
+        if offset in seen:
+            # A chain that comes back on itself is corrupt config space, not "no ACS" (which
+            # passes on bare metal): the reader must say it could not tell.
+            raise ValueError("extended capability list loops at 0x%03x" % offset)
         seen.add(offset)
         header = struct.unpack_from("<I", config, offset)[0]
         if header in (0, 0xFFFFFFFF):

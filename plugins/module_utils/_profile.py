@@ -18,6 +18,7 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.gpufleet.provision.plugins.module_utils._parsers import IB_ERROR_COUNTERS
 from ansible_collections.gpufleet.provision.plugins.module_utils._pcie import AFFINITY_ORDER
 
 
@@ -111,16 +112,49 @@ SCHEMA = {
     "packages": _opt("dict", options={
         "held": _opt("list", elements="str"),
     }),
+    # Health thresholds of the gate (docs/profile.md "health"): data, not code.
+    "health": _opt("dict", options={
+        "xid_critical": _opt("list", elements="int"),
+        "ecc": _opt("bool"),
+        "persistence_mode": _opt("bool"),
+        "peermem": _opt("bool"),
+        "throttle_reasons": _opt("list", elements="str"),
+        "nvlink": _opt("dict", options={
+            "links": _opt("int"),
+            "min_gbps": _opt("float"),
+        }),
+        # Maximum allowed value per InfiniBand error counter (ports/<p>/counters/<name>).
+        "ib_counters": _opt("dict", options=dict((name, _opt("int")) for name in IB_ERROR_COUNTERS)),
+        "nvme": _opt("dict", options={
+            "count": _opt("int"),
+            "min_spare_percent": _opt("int"),
+            "max_media_errors": _opt("int"),
+            "max_percent_used": _opt("int"),
+        }),
+    }),
     "probes": _opt("dict", options={
         "nccl": _opt("dict", options={
             "enabled": _opt("bool"),
             "transport": _opt("str", choices=["IB", "Socket"]),
             "min_hcas": _opt("int"),
+            "gdr": _opt("bool"),
+            "min_busbw_gbps": _opt("float"),
         }),
         "h2d": _opt("dict", options={
             "enabled": _opt("bool"),
             "min_gbps": _opt("float"),
             "max_spread_gbps": _opt("float"),
+        }),
+        "p2p": _opt("dict", options={
+            "enabled": _opt("bool"),
+            "min_gbps": _opt("float"),
+        }),
+        "gdr": _opt("dict", options={
+            "enabled": _opt("bool"),
+            "min_gbps": _opt("float"),
+        }),
+        "dcgm": _opt("dict", options={
+            "enabled": _opt("bool"),
         }),
     }),
 }

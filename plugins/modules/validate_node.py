@@ -45,8 +45,10 @@ options:
         result (rc 0 gives its stdout; otherwise its stderr or msg becomes the cause in the reason
         of the checks that need it), for example C(nvidia_smi_q) (C(nvidia-smi -q)), C(ofed_info)
         (C(ofed_info -s)), C(modinfo_mlx5_core) (C(modinfo -F vermagic mlx5_core)),
-        C(apt_mark_showhold), C(mlxconfig_<pci>) (C(mlxconfig -d <pci> q ATS_ENABLED)),
-        C(nccl_debug) and C(h2d_bandwidth) (active probes).
+        C(apt_mark_showhold), C(mlxconfig_<pci>) (C(mlxconfig -e -d <pci> q ATS_ENABLED)),
+        C(kernel_log) (C(journalctl -k -b 0)), C(nvidia_smi_nvlink) (C(nvidia-smi nvlink -s)),
+        C(nvme_smart_<nvmeN>) (C(nvme smart-log -o json /dev/<nvmeN>)), and the active probes'
+        C(nccl_debug), C(h2d_bandwidth), C(p2p_bandwidth), C(gdr_bandwidth) and C(dcgm_diag).
     type: dict
     default: {}
   output_errors:

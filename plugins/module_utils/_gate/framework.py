@@ -22,6 +22,11 @@ class Skip(Exception):
     """The check cannot say pass or fail: not asked for by the profile, or no data."""
 
 
+class NotAsked(Skip):
+    """The profile does not ask for this (a key unset): a skip that an enabled probe does not turn
+    red (only the profile's ``require`` does)."""
+
+
 class CheckError(Exception):
     """The input is there but unreadable or invalid; the message names the path."""
 
@@ -60,12 +65,13 @@ class Inputs:
         self.output_errors = output_errors or {}
         self.grub = grub
         self.problems = self.facts.get("problems") or []
+        self._parsed = {}
 
     def want(self, *keys):
         """The profile value at keys, or Skip("not in profile (a.b)")."""
         value = _profile.section(self.profile, *keys)
         if value is None:
-            raise Skip("not in profile (%s)" % ".".join(keys))
+            raise NotAsked("not in profile (%s)" % ".".join(keys))
         return value
 
     def need(self, value, patterns, what=None):
@@ -94,6 +100,24 @@ class Inputs:
             raise CheckError("outputs.%s: expected the command's text output, got %s" % (name, type(text).__name__))
         return text
 
+    def parsed(self, name, command, parser):
+        """``parser(output(name))``, parsed once while the output stays the same (several checks
+        read nvidia-smi -q); a ValueError from the parser is an error naming the output."""
+        key = (name, parser)
+        text = self.outputs.get(name)
+        if key not in self._parsed or self._parsed[key][0] is not text:
+            try:
+                result = (parser(self.output(name, command)), None)
+            except ValueError as exc:
+                result = (None, CheckError("outputs.%s (%s): %s" % (name, command, exc)))
+            except Skip as exc:
+                result = (None, exc)
+            self._parsed[key] = (text, result)
+        value, exc = self._parsed[key][1]
+        if exc is not None:
+            raise exc
+        return value
+
 
 def outcome(failures, unknown, observed, expected, ok="ok"):
     if failures:
@@ -106,5 +130,5 @@ def outcome(failures, unknown, observed, expected, ok="ok"):
 def probe_settings(ctx, name):
     probe = _profile.section(ctx.profile, "probes", name) or {}
     if not probe.get("enabled"):
-        raise Skip("not in profile (probes.%s.enabled: active probe off)" % name)
+        raise NotAsked("not in profile (probes.%s.enabled: active probe off)" % name)
     return probe

@@ -27,7 +27,7 @@ __metaclass__ = type
 from ansible_collections.gpufleet.provision.plugins.module_utils import _profile
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.checks import cpu, firmware, gpu, memory, network, packages, probes, storage, system
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.cmdline import read_grub_sources
-from ansible_collections.gpufleet.provision.plugins.module_utils._gate.framework import CheckError, Inputs, Skip
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate.framework import CheckError, Inputs, NotAsked, Skip
 
 __all__ = ["CHECKS", "CHECK_IDS", "PROBES", "CheckError", "Inputs", "Skip", "evaluate", "read_grub_sources"]
 
@@ -52,21 +52,21 @@ def _json_safe(value):
 def evaluate(inputs, node=None, profile_name=None):
     """Run every check over ``inputs`` (an Inputs with a normalised profile). Returns the report."""
     required = set((inputs.profile or {}).get("require") or [])
-    for check_id, probe in PROBES.items():
-        if _profile.section(inputs.profile, "probes", probe, "enabled"):
-            required.add(check_id)
+    # An enabled probe requires its checks' data; a threshold it does not set stays a skip.
+    probed = set(c for c, probe in PROBES.items() if _profile.section(inputs.profile, "probes", probe, "enabled"))
     results = []
     for chk in CHECKS:
         observed = expected = None
+        not_asked = False
         try:
             status, observed, expected, reason = chk.func(inputs)
         except Skip as exc:
-            status, reason = "skip", str(exc)
+            status, reason, not_asked = "skip", str(exc), isinstance(exc, NotAsked)
         except CheckError as exc:
             status, reason = "error", str(exc)
         except Exception as exc:  # a bug in one check must not hide the others' results
             status, reason = "error", "internal error in check %s: %s: %s" % (chk.id, type(exc).__name__, exc)
-        if status == "skip" and chk.id in required:
+        if status == "skip" and (chk.id in required or (chk.id in probed and not not_asked)):
             status, reason = "fail", "required by profile, but %s" % reason
         results.append({
             "id": chk.id,

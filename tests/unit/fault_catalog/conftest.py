@@ -6,6 +6,7 @@ standard modules on that node (package_facts, service_facts, command outputs), a
 import copy
 import os
 import struct
+import types
 
 import pytest
 import yaml
@@ -33,45 +34,157 @@ def reference_profile():
     are captured), ATS asked for, mount sizes left out (statvfs only means something on a live root)."""
     with open(os.path.join(REPO, "inventories", "profiles", "hgx-h100.yml")) as handle:
         profile = yaml.safe_load(handle)
-    profile["probes"]["nccl"]["enabled"] = True
-    profile["probes"]["h2d"]["enabled"] = True
+    for probe in ("nccl", "h2d", "p2p", "gdr", "dcgm"):
+        profile["probes"][probe]["enabled"] = True
     profile["nic"]["ats"] = True
+    profile["health"]["nvme"]["count"] = 2      # the reference tree's drives (a site value: unset in the shipped profile)
     for mount in profile["storage"]["mounts"]:
         mount.pop("min_size_gb", None)
         mount.pop("min_free_gb", None)
     return profile
 
 
-def nvidia_smi_q(gpus, state="Completed", host_max=None):
-    """``nvidia-smi -q`` as driver 550 prints it (trimmed to the blocks the checks read)."""
+def nvidia_smi_q(gpus, state="Completed", host_max=None, persistence=None, reasons=None, ecc=None, remap=None):
+    """``nvidia-smi -q`` as driver 550 prints it (trimmed to the blocks the checks read; the layout
+    of ../shared/realdata/gpu-node/hgx-h100/nvidia-smi-q.535.183.01.txt). Per-GPU overrides:
+    persistence {pci: "Disabled"}, reasons {pci: [reason, ...] Active}, ecc {pci: DRAM Uncorrectable
+    count}, remap {pci: (pending, failure)}."""
     host_max = host_max or {}
+    persistence, reasons, ecc, remap = persistence or {}, reasons or {}, ecc or {}, remap or {}
     out = ["", "==============NVSMI LOG==============", "", "Driver Version                            : 550.90.07",
            "CUDA Version                              : 12.4", "", "Attached GPUs                             : %d" % len(gpus)]
     for pci in gpus:
         gen = host_max.get(pci, 5)
+        active = reasons.get(pci, [])
+        pending, failure = remap.get(pci, ("No", "No"))
+
+        def reason(name, indent=8):
+            return " " * indent + "%-*s: %s" % (38 - indent, name, "Active" if name in active else "Not Active")
         out += ["GPU 0000%s" % pci, "    Product Name                          : NVIDIA H100 80GB HBM3",
+                "    Persistence Mode                      : %s" % persistence.get(pci, "Enabled"),
                 "    PCI", "        Bus Id                            : 0000%s" % pci, "        GPU Link Info",
                 "            PCIe Generation", "                Max                       : %d" % min(5, gen),
                 "                Current                   : 1", "                Device Current            : 1",
                 "                Device Max                : 5", "                Host Max                  : %d" % gen,
                 "            Link Width", "                Max                       : 16x",
                 "                Current                   : 16x",
+                "    Performance State                     : P0",
+                "    Clocks Event Reasons", reason("Idle"), reason("Applications Clocks Setting"), reason("SW Power Cap"),
+                reason("HW Slowdown"), reason("HW Thermal Slowdown", 12), reason("HW Power Brake Slowdown", 12),
+                reason("Sync Boost"), reason("SW Thermal Slowdown"), reason("Display Clock Setting"),
+                "    ECC Mode", "        Current                           : Enabled",
+                "        Pending                           : Enabled",
+                "    ECC Errors", "        Volatile",
+                "            SRAM Correctable              : 0", "            SRAM Uncorrectable Parity     : 0",
+                "            SRAM Uncorrectable SEC-DED    : 0", "            DRAM Correctable              : 3",
+                "            DRAM Uncorrectable            : %d" % ecc.get(pci, 0),
+                "        Aggregate", "            DRAM Correctable              : 12",
+                "            DRAM Uncorrectable            : 0",
+                "    Remapped Rows", "        Correctable Error                 : 0",
+                "        Uncorrectable Error               : 0",
+                "        Pending                           : %s" % pending,
+                "        Remapping Failure Occurred        : %s" % failure,
+                "        Bank Remap Availability Histogram", "            Max                           : 2560 bank(s)",
                 "    Fabric", "        State                             : %s" % state,
                 "        Status                            : Success",
                 "        CliqueId                          : 32766", ""]
     return "\n".join(out) + "\n"
 
 
-def mlxconfig(pci, value="True(1)"):
+def mlxconfig(pci, value="True(1)", next_boot=None):
+    """``mlxconfig -e -d <pci> q ATS_ENABLED`` (Default, Current, Next Boot; ``*``: not the default)."""
     return ("\nDevice #1:\n----------\n\nDevice type:        ConnectX7\nName:               MCX75310AAS-NEA_Ax\n"
-            "PCI device:         %s\n\nConfigurations:                              Next Boot\n"
-            "        ATS_ENABLED                         %s\n" % (pci, value))
+            "PCI device:         %s\n\nConfigurations:                              Default         Current         Next Boot\n"
+            "*        ATS_ENABLED                         False(0)        %-15s %s\n" % (pci, value, next_boot or value))
 
 
-def nccl(hcas):
-    return ("gpu001:4242:4242 [0] NCCL INFO Bootstrap : Using ibp25s0:10.0.0.1<0>\n"
+def nccl(hcas, busbw=482.31, gdr="enabled"):
+    """NCCL_DEBUG=INFO all_reduce_perf -b 16G -e 16G -g 8, as nccl-tests 2.13 and NCCL 2.21 print it."""
+    head = ("# nThread 1 nGpus 8 minBytes 17179869184 maxBytes 17179869184 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0\n"
+            "gpu001:4242:4242 [0] NCCL INFO Bootstrap : Using ibp25s0:10.0.0.1<0>\n"
             "gpu001:4242:4242 [0] NCCL INFO NET/IB : Using %s ; OOB ibp25s0:10.0.0.1<0>\n"
             "gpu001:4242:4242 [0] NCCL INFO Using network IB\n" % " ".join("[%d]%s:1/IB" % (i, h) for i, h in enumerate(hcas)))
+    head += "".join("gpu001:4242:4250 [0] NCCL INFO NET/IB : GPU Direct RDMA %s for HCA %d '%s'\n"
+                    % ("(nvidia-peermem) enabled" if gdr == "enabled" else "Disabled", i, h) for i, h in enumerate(hcas))
+    table = ("#\n#                                                              out-of-place                       in-place\n"
+             "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n"
+             "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)\n"
+             " 17179869184    4294967296     float     sum      -1  %8.0f  %6.2f  %6.2f      0  %8.0f  %6.2f  %6.2f      0\n"
+             "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : %.3f\n#\n"
+             % (17179869184 / (busbw * 1e3 / 1.75), busbw / 1.75, busbw, 17179869184 / (busbw * 1e3 / 1.75), busbw / 1.75, busbw, busbw))
+    return head + table
+
+
+def nvlink_status(gpus, inactive=None):
+    """``nvidia-smi nvlink -s``: 18 NVLink4 links per H100 SXM5 at 26.562 GB/s; inactive {index: [links]}."""
+    inactive = inactive or {}
+    out = []
+    for index, _pci in enumerate(gpus):
+        out.append("GPU %d: NVIDIA H100 80GB HBM3 (UUID: GPU-%08x-0000-0000-0000-000000000000)" % (index, index))
+        out += ["\t Link %d: %s" % (n, "<inactive>" if n in inactive.get(index, []) else "26.562 GB/s") for n in range(18)]
+    return "\n".join(out) + "\n"
+
+
+KERNEL_LOG = ("Dec 01 06:00:01 gpu001 kernel: Linux version 6.8.0-45-generic (buildd@lcy02-amd64-075) #45-Ubuntu SMP\n"
+              "Dec 01 06:00:09 gpu001 kernel: nvidia-nvswitch: Probing device 0000:e4:00.0, Vendor Id = 0x10de, Device Id = 0x22a3\n"
+              "Dec 01 06:00:12 gpu001 kernel: NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.90.07  Fri May 31 09:35:42 UTC 2024\n"
+              # XID 31 (an application's MMU fault) is not in the critical set: it must not turn the GPU red.
+              "Dec 01 07:13:44 gpu001 kernel: NVRM: Xid (PCI:0000:18:00): 31, pid=20411, name=python3, Ch 00000008, intr 00000000. "
+              "MMU Fault: ENGINE GRAPHICS GPCCLIENT_T1_0 faulted @ 0x7f1c_e0000000. Fault is of type FAULT_PDE ACCESS_TYPE_VIRT_READ\n")
+
+
+def smart_log(critical_warning=0, avail_spare=100, media_errors=0):
+    """``nvme smart-log -o json /dev/nvme0`` (nvme-cli 1.16)."""
+    return ('{\n  "critical_warning" : %d,\n  "temperature" : 306,\n  "avail_spare" : %d,\n  "spare_thresh" : 10,\n'
+            '  "percent_used" : 1,\n  "endurance_grp_critical_warning_summary" : 0,\n  "data_units_read" : 12345678,\n'
+            '  "data_units_written" : 23456789,\n  "host_read_commands" : 345678901,\n  "host_write_commands" : 456789012,\n'
+            '  "controller_busy_time" : 321,\n  "power_cycles" : 42,\n  "power_on_hours" : 8123,\n  "unsafe_shutdowns" : 7,\n'
+            '  "media_errors" : %d,\n  "num_err_log_entries" : 0,\n  "warning_temp_time" : 0,\n  "critical_comp_time" : 0\n}\n'
+            % (critical_warning, avail_spare, media_errors))
+
+
+def p2p(count, slow=None, value=372.4):
+    """nvbandwidth -t device_to_device_memcpy_read_ce (v0.7 layout): GPU(row) -> GPU(column), N/A on the diagonal."""
+    slow = slow or {}
+    rows = ["Running device_to_device_memcpy_read_ce.", "memcpy CE GPU(row) -> GPU(column) bandwidth (GB/s)",
+            "           " + "".join("%10d" % i for i in range(count))]
+    for r in range(count):
+        rows.append("%2d " % r + "".join("%10s" % ("N/A" if r == c else "%.2f" % slow.get((r, c), value)) for c in range(count)))
+    return "\n".join(rows) + "\n\nSUM device_to_device_memcpy_read_ce %.2f\n" % (value * count * (count - 1))
+
+
+def gdr(pairs, slow=None):
+    """The probe's ib_write_bw --use_cuda loopback per rail: one '# gdr <nic> cuda <n> (<bdf>)' section each."""
+    slow = slow or {}
+    out = []
+    for index, (nic, pci) in enumerate(pairs):
+        bw = slow.get(nic, 392.44)
+        out += ["# gdr %s cuda %d (%s)" % (nic, index, pci),
+                "---------------------------------------------------------------------------------------",
+                "                    RDMA_Write BW Test",
+                " Dual-port       : OFF\t\tDevice         : %s" % nic,
+                " Number of qps   : 1\t\tTransport type : IB",
+                " Connection type : RC\t\tUsing SRQ      : OFF",
+                "---------------------------------------------------------------------------------------",
+                " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]",
+                " 8388608    5000             %.2f             %.2f  \t\t   %.6f" % (bw + 0.05, bw, bw / 8 / 8388608 * 1e3),
+                "---------------------------------------------------------------------------------------"]
+    return "\n".join(out) + "\n"
+
+
+def dcgm_diag(fail=None):
+    """dcgmi diag -r 1 -j (DCGM 3.3): Deployment tests for all GPUs at once."""
+    import json
+    tests = []
+    for name in ("Denylist", "NVML Library", "CUDA Main Library", "Permissions and OS Blocks", "Persistence Mode",
+                 "Environment Variables", "Page Retirement/Row Remap", "Graphics Processes", "Inforom"):
+        result = {"gpu_ids": "0,1,2,3,4,5,6,7", "status": "Pass"}
+        if name == fail:
+            warning = "GPU 3 had uncorrectable memory errors and row remapping failed. Run nvidia-smi -q."
+            result = {"gpu_ids": "3", "status": "Fail", "warnings": [{"warning": warning, "error_id": 95}]}
+        tests.append({"name": name, "results": [result]})
+    return "Successfully ran diagnostic for group.\n" + json.dumps({"DCGM GPU Diagnostic": {
+        "test_categories": [{"category": "Deployment", "tests": tests}], "version": "3.3.5"}}, indent=2) + "\n"
 
 
 def h2d(values):
@@ -81,7 +194,8 @@ def h2d(values):
 
 
 class Node:
-    """One node: a writable copy of a tree plus its collected inputs (dicts to break)."""
+    """One node: a writable copy of a tree plus its collected inputs (dicts to break). ``build``
+    holds the output builders above, for faults that rewrite an output."""
 
     def __init__(self, root, profile=None):
         self.root = root
@@ -104,7 +218,14 @@ class Node:
             "apt_mark_showhold": "linux-image-6.8.0-45-generic\nnvidia-driver-550-server\nnvidia-fabricmanager-550\n",
             "nccl_debug": nccl([n["name"] for n in rails]),
             "h2d_bandwidth": h2d([48.9, 48.87, 48.95, 48.9, 48.88, 48.93, 48.86, 48.92][:len(gpus)]),
+            "kernel_log": KERNEL_LOG,
+            "nvidia_smi_nvlink": nvlink_status(gpus),
+            "p2p_bandwidth": p2p(len(gpus)),
+            "gdr_bandwidth": gdr([(n["name"], n["pci"]) for n in rails]),
+            "dcgm_diag": dcgm_diag(),
         }
+        for drive in facts["nvme"]:
+            self.outputs["nvme_smart_%s" % drive["name"]] = smart_log()
         for nic in rails:
             self.outputs["mlxconfig_%s" % nic["pci"]] = mlxconfig(nic["pci"])
         self.write("etc/default/grub", GRUB)
@@ -112,6 +233,10 @@ class Node:
     def host_slot_generation(self, per_gpu):
         """nvidia-smi -q as it reads when GPUs sit behind host ports of another PCIe generation."""
         self.outputs["nvidia_smi_q"] = nvidia_smi_q(self.gpus, host_max=per_gpu)
+
+    def smi(self, **overrides):
+        """nvidia-smi -q with per-GPU overrides (see nvidia_smi_q)."""
+        self.outputs["nvidia_smi_q"] = nvidia_smi_q(self.gpus, **overrides)
 
     # -- file faults
     def path(self, rel):
@@ -180,6 +305,8 @@ class Node:
         return dict((c["id"], c["status"]) for c in self.report()["checks"])
 
 
+Node.build = types.SimpleNamespace(mlxconfig=mlxconfig, nccl=nccl, nvlink_status=nvlink_status, smart_log=smart_log,
+                                   p2p=p2p, gdr=gdr, dcgm_diag=dcgm_diag, nvidia_smi_q=nvidia_smi_q)
 _ACS_BITS = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans")
 
 

@@ -70,6 +70,21 @@ def _ats_off(node):
     node.outputs[name] = node.outputs[name].replace("True(1)", "False(0)")
 
 
+def _no_peermem(node):
+    shutil.rmtree(node.path("sys/module/nvidia_peermem"))
+
+
+def _xid79(node):
+    node.outputs["kernel_log"] += ("Dec 01 08:02:17 gpu001 kernel: NVRM: Xid (PCI:0000:ab:00): 79, pid='<unknown>', "
+                                   "name=<unknown>, GPU has fallen off the bus.\n")
+
+
+def _ats_pending(node):
+    # mlxconfig set ATS_ENABLED=0 was run, no mlxfwreset yet: still on now, off after the reboot.
+    name = "mlxconfig_0000:4c:00.0"
+    node.outputs[name] = node.build.mlxconfig("0000:4c:00.0", "True(1)", next_boot="False(0)")
+
+
 FAULTS = [
     ("os.release", "another OS release", lambda n: n.write("etc/os-release", n.read("etc/os-release").replace('VERSION_ID="22.04"', 'VERSION_ID="24.04"'))),
     ("kernel.version", "another kernel booted", _kernel),
@@ -92,18 +107,43 @@ FAULTS = [
     ("nvidia.fabricmanager", "FM version != driver", _fm_version),
     ("nvidia.fabricmanager", "FM stopped", _fm_stopped),
     ("nvidia.fabricmanager", "fabric not Completed", _fm_fabric),
+    ("nvidia.peermem", "nvidia_peermem not loaded", _no_peermem),
+    ("gpu.persistence_mode", "persistence mode off on one GPU", lambda n: n.smi(persistence={"0000:3a:00.0": "Disabled"})),
+    ("gpu.xid", "XID 79 since boot", _xid79),
+    ("gpu.ecc", "uncorrectable volatile ECC errors", lambda n: n.smi(ecc={"0000:9a:00.0": 2})),
+    ("gpu.ecc", "row remapping pending", lambda n: n.smi(remap={"0000:bc:00.0": ("Yes", "No")})),
+    ("gpu.ecc", "row remapping failure", lambda n: n.smi(remap={"0000:bc:00.0": ("No", "Yes")})),
+    ("gpu.throttle", "power brake asserted at idle",
+     lambda n: n.smi(reasons={"0000:cd:00.0": ["HW Slowdown", "HW Power Brake Slowdown"]})),
+    ("gpu.nvlink", "one NVLink inactive", lambda n: n.outputs.update(nvidia_smi_nvlink=n.build.nvlink_status(n.gpus, {5: [11]}))),
     ("packages.held", "FM not held", _not_held),
     ("nic.rails", "rail NIC not on its GPU's switch", _nic_in_wrong_slot),
     ("ib.ports", "IB port down", lambda n: n.write("sys/class/infiniband/mlx5_7/ports/1/state", "1: DOWN\n")),
+    ("ib.counters", "a flapping link (link_downed 3)",
+     lambda n: n.write("sys/class/infiniband/mlx5_6/ports/1/counters/link_downed", "3\n")),
+    ("ib.counters", "symbol errors over the limit", lambda n: n.write("sys/class/infiniband/mlx5_2/ports/1/counters/symbol_error", "4711\n")),
     ("pcie.acs", "ACS redirect on a switch port", lambda n: n.set_acs("0000:28:01.0", ReqRedir=True, CmpltRedir=True)),
     ("nic.ats", "ATS off on one rail NIC", _ats_off),
+    ("nic.ats", "ATS turned off, not live yet (Current on, Next Boot off)", _ats_pending),
     ("ofed.version", "another OFED", lambda n: n.outputs.update(ofed_info="MLNX_OFED_LINUX-24.01-0.3.3.1:\n")),
     ("ofed.kernel_match", "OFED built for another kernel", lambda n: n.outputs.update(modinfo_mlx5_core="6.8.0-40-generic SMP preempt mod_unload\n")),
     ("firmware.nic", "NIC firmware too old", lambda n: n.write("sys/class/infiniband/mlx5_4/fw_ver", "28.36.1010\n")),
     ("firmware.nvme", "NVMe firmware too old", lambda n: n.write("sys/class/nvme/nvme1/firmware_rev", "MPK7025Q\n")),
     ("storage.mounts", "/raid not mounted", _drop_mount),
-    ("transport.nccl", "NCCL on sockets", lambda n: n.outputs.update(nccl_debug="gpu001:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>\n")),
+    ("nvme.health", "a drive's critical warning set (spare low)",
+     lambda n: n.outputs.update(nvme_smart_nvme1=n.build.smart_log(critical_warning=1, avail_spare=8))),
+    ("nvme.health", "media errors", lambda n: n.outputs.update(nvme_smart_nvme0=n.build.smart_log(media_errors=3))),
+    ("nvme.health", "a drive gone (its class link)", lambda n: os.remove(n.path("sys/class/nvme/nvme1"))),
+    ("transport.nccl", "NCCL on sockets", lambda n: n.outputs.update(nccl_debug=n.outputs["nccl_debug"].replace("NET/IB : Using", "NET/Socket : Using"))),
+    ("transport.nccl", "GPU Direct RDMA disabled",
+     lambda n: n.outputs.update(nccl_debug=n.build.nccl(["mlx5_%d" % i for i in range(8)], gdr="Disabled"))),
+    ("nccl.allreduce_bandwidth", "all-reduce bus bandwidth 301 GB/s",
+     lambda n: n.outputs.update(nccl_debug=n.build.nccl(["mlx5_%d" % i for i in range(8)], busbw=301.2))),
     ("gpu.h2d_bandwidth", "one GPU at 29 GB/s", lambda n: n.outputs.update(h2d_bandwidth=n.outputs["h2d_bandwidth"].replace("48.90", "29.10", 1))),
+    ("gpu.p2p_bandwidth", "one GPU pair at 120 GB/s", lambda n: n.outputs.update(p2p_bandwidth=n.build.p2p(8, slow={(2, 6): 120.3}))),
+    ("ib.gdr_bandwidth", "one rail at 190 Gb/s", lambda n: n.outputs.update(
+        gdr_bandwidth=n.outputs["gdr_bandwidth"].replace("392.44", "190.12", 1))),
+    ("gpu.dcgm_diag", "DCGM Page Retirement/Row Remap fails", lambda n: n.outputs.update(dcgm_diag=n.build.dcgm_diag("Page Retirement/Row Remap"))),
 ]
 
 
@@ -178,3 +218,36 @@ def test_missing_file_is_skip_no_data_unless_required(tree):
     node.profile["require"].append("memory.thp")
     check = next(c for c in node.report()["checks"] if c["id"] == "memory.thp")
     assert check["status"] == "fail" and "no data" in check["reason"]
+
+
+def test_unlistable_pci_folder_is_an_error_naming_it_not_zero_gpus(tree):
+    node = tree("hgx-h100-ref")
+    shutil.rmtree(node.path("sys/bus/pci/devices"))
+    os.symlink("devices", node.path("sys/bus/pci/devices"))
+    checks = dict((c["id"], c) for c in node.report()["checks"])
+    gpu = checks["gpu.count"]
+    assert gpu["status"] == "error" and "sys/bus/pci/devices: Too many levels of symbolic links (unreadable)" in gpu["reason"]
+    assert "RMA" not in gpu["reason"]
+    assert checks["gpu.pcie_link"]["status"] == "error"
+
+
+def test_unreadable_node_cpulist_is_an_error_not_zero_cpus(tree):
+    node = tree("hgx-h100-ref")
+    node.write("sys/devices/system/node/node5/cpulist", "13-\n")
+    check = next(c for c in node.report()["checks"] if c["id"] == "numa.layout")
+    assert check["status"] == "error" and "sys/devices/system/node/node5/cpulist" in check["reason"]
+
+
+def test_looping_acs_capability_chain_is_an_error_not_no_acs(tree):
+    node = tree("hgx-h100-ref")
+    rel = "sys/bus/pci/devices/0000:28:01.0/config"
+    with open(node.path(rel), "rb") as handle:
+        data = bytearray(handle.read())
+    # the first extended capability (AER, id 0x0001, version 1) points back at itself: the ACS
+    # capability further down is never reached
+    data[0x100:0x104] = (0x0001 | (1 << 16) | (0x100 << 20)).to_bytes(4, "little")
+    os.chmod(node.path(rel), 0o644)
+    with open(node.path(rel), "wb") as handle:
+        handle.write(bytes(data))
+    check = next(c for c in node.report()["checks"] if c["id"] == "pcie.acs")
+    assert check["status"] == "error" and rel in check["reason"] and "loops at 0x100" in check["reason"]

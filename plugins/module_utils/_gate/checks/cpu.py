@@ -74,7 +74,11 @@ def _numa_layout(ctx):
     nodes = ctx.need(numa.get("nodes"), ["sys/devices/system/node*"])
     if not nodes:
         raise ctx.no_data(["sys/devices/system/node*"], "no NUMA node in sysfs")
-    observed = {"nodes": len(nodes), "cpus_per_node": dict((str(n.get("id")), len(n.get("cpus") or [])) for n in nodes)}
+    for node in nodes:
+        if node.get("cpus") is None:
+            # An unreadable cpulist is not a node without CPUs.
+            raise ctx.no_data(["sys/devices/system/node/node%s/cpulist" % node.get("id")], "node%s CPU list" % node.get("id"))
+    observed = {"nodes": len(nodes), "cpus_per_node": dict((str(n.get("id")), len(n.get("cpus"))) for n in nodes)}
     failures = []
     if want.get("nodes") is not None and len(nodes) != want["nodes"]:
         failures.append("%d NUMA nodes, expected %d" % (len(nodes), want["nodes"]))

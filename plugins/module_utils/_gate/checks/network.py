@@ -29,6 +29,12 @@ def _rails(ctx):
     nics = ctx.need(ctx.facts.get("nics"), ["sys/class/infiniband*"])
     pairs = ctx.facts.get("pairs") or []
     allowed = want.get("affinity") or ["PIX"]
+    unplaced = [n for n in nics if n.get("pci") is None and n.get("role") != "vf"]
+    if unplaced:
+        # A NIC whose PCI location is unknown could be any GPU's rail: counting without it would
+        # be a confident verdict on missing data.
+        raise ctx.no_data(["sys/class/infiniband/%s/device" % n.get("name") for n in unplaced],
+                          "PCI location of %s (no device link)" % ", ".join(n.get("name") for n in unplaced))
     rails = _rail_nics(ctx.facts)
     failures = []
     if want.get("rails") is not None and len(rails) != want["rails"]:
@@ -72,6 +78,36 @@ def _ib_ports(ctx):
         if not nic.get("ports"):
             failures.append("%s has no port" % nic.get("name"))
     return outcome(failures, [], observed, want)
+
+
+@check("ib.counters", "a flapping or noisy IB link (symbol errors, link downed, link error recovery): it passes a "
+       "state check, yet collectives stall and retransmit on it",
+       "reseat or replace the cable/transceiver on that port and the leaf side (ibdiagnet, the switch port counters); "
+       "clear the counters after the fix (perfquery -x -R)")
+def _ib_counters(ctx):
+    limits = dict((k, v) for k, v in (ctx.want("health", "ib_counters") or {}).items() if v is not None)
+    if not limits:
+        raise Skip("not in profile (health.ib_counters)")
+    nics = ctx.need(ctx.facts.get("nics"), ["sys/class/infiniband*"])
+    scope = _profile.section(ctx.profile, "ib", "scope") or "rail"
+    chosen = _rail_nics(ctx.facts) if scope == "rail" else [n for n in nics if n.get("role") != "vf"]
+    if not chosen:
+        raise Skip("no data: no %s NIC found" % ("rail" if scope == "rail" else "RDMA"))
+    failures, observed = [], {}
+    for nic in chosen:
+        for port in nic.get("ports") or []:
+            name = "%s/%s" % (nic.get("name"), port.get("port"))
+            base = "sys/class/infiniband/%s/ports/%s/counters" % (nic.get("name"), port.get("port"))
+            counters = ctx.need(port.get("counters"), [base, base + "/*"], "%s counters folder" % base)
+            observed[name] = {}
+            for counter, limit in sorted(limits.items()):
+                value = counters.get(counter)
+                if value is None:
+                    raise ctx.no_data([base + "/" + counter], "%s/%s" % (base, counter))
+                observed[name][counter] = value
+                if value > limit:
+                    failures.append("%s %s %d > %d" % (name, counter, value, limit))
+    return outcome(failures, [], observed, {"max": limits, "scope": scope})
 
 
 _ACS_VIRT = ("SrcValid", "ReqRedir", "CmpltRedir", "UpstreamFwd", "DirectTrans")
@@ -136,8 +172,16 @@ def _ats(ctx):
         except ValueError as exc:
             raise CheckError("outputs.%s: %s" % (name, exc))
         observed[nic.get("name")] = value
-        if value != want:
-            failures.append("%s (%s) ATS_ENABLED %s" % (nic.get("name"), nic.get("pci"), value))
+        where = "%s (%s) ATS_ENABLED" % (nic.get("name"), nic.get("pci"))
+        # What runs is the Current column (mlxconfig -e); Next Boot alone passes a change that is
+        # not live until mlxfwreset or a reboot.
+        if value["current"] is None:
+            unknown.append("%s: only the Next Boot value (%s) was printed: query with mlxconfig -e" % (where, value["next_boot"]))
+        elif value["current"] != want:
+            failures.append("%s %s" % (where, value["current"]) + (
+                " (Next Boot %s: pending until mlxfwreset or a reboot)" % value["next_boot"] if value["next_boot"] == want else ""))
+        elif value["next_boot"] != want:
+            failures.append("%s %s now, %s after the next reboot" % (where, value["current"], value["next_boot"]))
     return outcome(failures, unknown, observed, want)
 
 

@@ -7,8 +7,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufleet.provision.plugins.module_utils._gate.framework import CheckError, outcome, probe_settings, registrar
-from ansible_collections.gpufleet.provision.plugins.module_utils._gate.parsers.bandwidth import parse_h2d
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate.framework import CheckError, NotAsked, Skip, outcome, probe_settings, registrar
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate.parsers.bandwidth import (
+    parse_h2d, parse_ib_write_bw, parse_nccl_tests, parse_p2p)
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate.parsers.dcgm import parse_dcgm_diag
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.parsers.nccl import parse_nccl_debug
 
 
@@ -37,7 +39,37 @@ def _nccl(ctx):
         failures.append("NCCL transports %s" % ", ".join(sorted(parsed["transports"])))
     if probe.get("min_hcas") is not None and len(parsed["hcas"]) < probe["min_hcas"]:
         failures.append("%d HCAs used, expected >= %d" % (len(parsed["hcas"]), probe["min_hcas"]))
-    return outcome(failures, [], observed, {"transport": expected, "min_hcas": probe.get("min_hcas")})
+    # Over IB, GPUDirect RDMA is expected unless the profile says otherwise (gdr: false): without it
+    # every rail's traffic is staged through host memory.
+    observed["gdr"] = parsed["gdr"]
+    if expected == "IB" and probe.get("gdr") is not False:
+        off = sorted(h for h, on in parsed["gdr"].items() if not on)
+        if off:
+            failures.append("GPU Direct RDMA disabled for %s" % ", ".join(off))
+    return outcome(failures, [], observed, {"transport": expected, "min_hcas": probe.get("min_hcas"),
+                                            "gdr": expected == "IB" and probe.get("gdr") is not False})
+
+
+@check("nccl.allreduce_bandwidth", "NCCL all-reduce bus bandwidth below the platform's reference (a slow NVLink, "
+       "NVSwitch or rail): every collective of every job on the node is slower, no error",
+       "gpu.nvlink, nvidia.fabricmanager and transport.nccl first; then nvidia-smi nvlink -e and the NVSwitch state; "
+       "re-run all_reduce_perf", probe="nccl")
+def _nccl_busbw(ctx):
+    probe = probe_settings(ctx, "nccl")
+    if probe.get("min_busbw_gbps") is None:
+        raise NotAsked("not in profile (probes.nccl.min_busbw_gbps)")
+    text = ctx.output("nccl_debug", "NCCL all_reduce_perf run")
+    try:
+        result = parse_nccl_tests(text)
+    except ValueError as exc:
+        raise CheckError("outputs.nccl_debug: %s" % exc)
+    failures = []
+    if result["busbw_gbps"] < probe["min_busbw_gbps"]:
+        failures.append("all-reduce bus bandwidth %.1f GB/s < %s%s" % (
+            result["busbw_gbps"], probe["min_busbw_gbps"], " (at %d bytes)" % result["size"] if result["size"] else ""))
+    if result["wrong"]:
+        failures.append("%d wrong results (data corruption)" % result["wrong"])
+    return outcome(failures, [], result, {"min_busbw_gbps": probe["min_busbw_gbps"]})
 
 
 @check("gpu.h2d_bandwidth", "uneven or low host-to-device bandwidth (SNC off, wrong NUMA pinning, degraded link): 29-44 instead of 48 GB/s",
@@ -62,3 +94,70 @@ def _h2d(ctx):
     if probe.get("max_spread_gbps") is not None and high - low > probe["max_spread_gbps"]:
         failures.append("spread %.2f GB/s > %s" % (high - low, probe["max_spread_gbps"]))
     return outcome(failures, [], observed, {"min_gbps": probe.get("min_gbps"), "max_spread_gbps": probe.get("max_spread_gbps")})
+
+
+@check("gpu.p2p_bandwidth", "low GPU-to-GPU bandwidth on a pair (a degraded NVLink/NVSwitch path, P2P off): "
+       "tensor-parallel jobs slow down, no error",
+       "gpu.nvlink and nvidia.fabricmanager first; nvidia-smi topo -m; reset the GPUs or reboot; a pair that stays slow: RMA", probe="p2p")
+def _p2p(ctx):
+    probe = probe_settings(ctx, "p2p")
+    if probe.get("min_gbps") is None:
+        raise NotAsked("not in profile (probes.p2p.min_gbps)")
+    text = ctx.output("p2p_bandwidth", "nvbandwidth -t device_to_device_memcpy_read_ce")
+    try:
+        result = parse_p2p(text)
+    except ValueError as exc:
+        raise CheckError("outputs.p2p_bandwidth: %s" % exc)
+    pairs = result["pairs"]
+    low = sorted((v, k) for k, v in pairs.items() if v < probe["min_gbps"])
+    observed = {"case": result["case"], "pairs": len(pairs), "min_gbps": min(pairs.values())}
+    failures = ["GPU pairs below %s GB/s: %s" % (probe["min_gbps"], ", ".join("%s %.1f" % (k, v) for v, k in low[:8]))] if low else []
+    return outcome(failures, [], observed, {"min_gbps": probe["min_gbps"]})
+
+
+@check("ib.gdr_bandwidth", "GPUDirect RDMA slow or off on a rail (peermem missing, ACS redirect, NIC on the wrong "
+       "switch): that rail's share of every collective halves, no error",
+       "nvidia.peermem, pcie.acs and nic.rails first; ib_write_bw --use_cuda on the rail alone; check the NIC's PCIe link", probe="gdr")
+def _gdr(ctx):
+    probe = probe_settings(ctx, "gdr")
+    if probe.get("min_gbps") is None:
+        raise NotAsked("not in profile (probes.gdr.min_gbps)")
+    text = ctx.output("gdr_bandwidth", "ib_write_bw --use_cuda per rail")
+    try:
+        per_rail = parse_ib_write_bw(text)
+    except ValueError as exc:
+        raise CheckError("outputs.gdr_bandwidth: %s" % exc)
+    failures = []
+    missing = sorted(k for k, v in per_rail.items() if v is None)
+    if missing:
+        failures.append("no result for %s" % ", ".join(missing))
+    rails = [n for n in ctx.facts.get("nics") or [] if n.get("role") == "rail"]
+    measured = set(k.split()[0] for k in per_rail if k)
+    if rails and per_rail.keys() != {""} and len(measured) < len(rails):
+        failures.append("%d of %d rails measured" % (len(measured), len(rails)))
+    low = ["%s %.1f Gb/s" % (k or "rail", v) for k, v in sorted(per_rail.items()) if v is not None and v < probe["min_gbps"]]
+    if low:
+        failures.append("below %s Gb/s: %s" % (probe["min_gbps"], ", ".join(low)))
+    return outcome(failures, [], per_rail, {"min_gbps": probe["min_gbps"]})
+
+
+@check("gpu.dcgm_diag", "a GPU that fails NVIDIA's own diagnostics (memory, PCIe, NVLink, power, thermals) while "
+       "every passive check is green",
+       "read the failing test's warning in the report; dcgmi diag -r 3 for the long run; reset the GPU, then RMA what "
+       "fails again", probe="dcgm")
+def _dcgm(ctx):
+    probe_settings(ctx, "dcgm")
+    text = ctx.output("dcgm_diag", "dcgmi diag -j")
+    try:
+        diag = parse_dcgm_diag(text)
+    except ValueError as exc:
+        raise CheckError("outputs.dcgm_diag: %s" % exc)
+    failed = [r for r in diag["results"] if r["status"] in ("fail", "failed")]
+    warned = [r for r in diag["results"] if r["status"] in ("warn", "warning")]
+    failures = ["%s (GPU %s)%s" % (r["test"], r["gpus"], ": " + r["info"] if r["info"] else "") for r in failed]
+    if failures:
+        failures[0] = "DCGM diagnostics failed: " + failures[0]
+    observed = {"version": diag["version"], "tests": len(diag["results"]), "failed": len(failed), "warned": len(warned)}
+    if not failed and not any(r["status"] in ("pass", "passed") for r in diag["results"]):
+        raise Skip("no data: every DCGM test was skipped")
+    return outcome(failures, [], observed, "every test Pass or Skip")

@@ -10,21 +10,45 @@ __metaclass__ = type
 import re
 
 
-def parse_mlxconfig(text, name):
-    """``mlxconfig -d <pci> q ATS_ENABLED`` -> the configured value as bool::
+def _mlx_bool(name, value):
+    match = re.search(r"\((\d+)\)$", value)
+    if match:
+        return match.group(1) != "0"
+    if value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise ValueError("%s value %r" % (name, value))
 
-        Configurations:                              Next Boot
-                ATS_ENABLED                         True(1)
+
+def parse_mlxconfig(text, name):
+    """``mlxconfig -e -d <pci> q ATS_ENABLED`` -> {"current": bool | None, "next_boot": bool}.
+
+    With ``-e`` the columns are Default, Current and Next Boot, and a row whose value differs from
+    the default is marked ``*``; without ``-e`` only Next Boot is printed, which says nothing about
+    what runs now (current None)::
+
+        Configurations:                              Default         Current         Next Boot
+        *       ATS_ENABLED                         False(0)        True(1)         True(1)
     """
+    columns = None
     for line in text.splitlines():
+        if line.strip().startswith("Configurations:"):
+            header = line.split(":", 1)[1]
+            columns = re.findall(r"Next Boot|Default|Current|RW", header)
+            continue
         fields = line.split()
-        if fields and fields[0] == name and len(fields) > 1:
-            match = re.search(r"\((\d+)\)$", fields[-1])
-            if match:
-                return match.group(1) != "0"
-            if fields[-1].lower() in ("true", "false"):
-                return fields[-1].lower() == "true"
-            raise ValueError("%s value %r" % (name, fields[-1]))
+        if fields and fields[0] == "*":
+            fields = fields[1:]
+        if not fields or fields[0] != name or len(fields) < 2:
+            continue
+        values = fields[1:]
+        names = [c for c in (columns or ["Next Boot"]) if c != "RW"]
+        if len(values) < len(names):
+            raise ValueError("%s: %d values for the columns %s" % (name, len(values), ", ".join(names)))
+        by_column = dict(zip(names, values[-len(names):] if names else []))
+        if "Next Boot" not in by_column:
+            raise ValueError("%s: no Next Boot column" % name)
+        return {"current": _mlx_bool(name, by_column["Current"]) if "Current" in by_column else None,
+                "next_boot": _mlx_bool(name, by_column["Next Boot"])}
     raise ValueError("no %s line" % name)
 
 

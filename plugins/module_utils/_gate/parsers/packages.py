@@ -22,11 +22,12 @@ def upstream_version(version):
 
 
 def parse_versionlock(text):
-    """``dnf versionlock list`` -> package names: ``nvidia-driver-3:550.90.07-1.el9.*`` -> nvidia-driver
-    (name-[epoch:]version-release, the release possibly a glob). Other lines (metadata notes) are skipped."""
+    """versionlock list -> package names. dnf: ``nvidia-driver-3:550.90.07-1.el9.*`` (name-[epoch:]
+    version-release); yum (RHEL 7) puts the epoch first: ``0:kernel-3.10.0-1160.el7.*``. The release
+    may be a glob. Other lines (metadata notes) are skipped."""
     names = set()
     for line in text.splitlines():
-        line = line.strip()
+        line = re.sub(r"^\d+:", "", line.strip())
         parts = line.rsplit("-", 2)
         if len(parts) == 3 and parts[0] and re.match(r"^(\d+:)?[0-9][\w.+~]*$", parts[1]) and " " not in line:
             names.add(parts[0])

@@ -187,3 +187,47 @@ def test_arbitrary_content_never_raises(unpacked_tree, path, content):
     finally:
         with open(full, "wb") as handle:
             handle.write(original)
+
+
+def _write(root, rel, text):
+    path = os.path.join(root, rel)
+    if os.path.lexists(path) and not os.path.isdir(path):
+        os.chmod(path, 0o644)
+    with open(path, "w") as handle:
+        handle.write(text)
+
+
+def test_pci_folder_in_a_symlink_loop_is_no_gpu_list_not_zero_gpus(unpacked_tree):
+    root = unpacked_tree("hgx-h100-ref")
+    shutil.rmtree(os.path.join(root, "sys/bus/pci/devices"))
+    os.symlink("devices", os.path.join(root, "sys/bus/pci/devices"))
+    facts, warnings = collect(root)
+    assert facts["gpus"] is None and facts["nvswitches"] is None
+    assert {"path": "sys/bus/pci/devices", "kind": "unreadable", "detail": "Too many levels of symbolic links"} in facts["problems"]
+    assert facts["pairs"] == [] and facts["nvidia"]["nvswitch_count"] == 4   # proc/driver/nvidia-nvswitch still says 4
+
+
+def test_empty_cpu_online_is_invalid_and_governors_come_from_the_cpu_folders(unpacked_tree):
+    root = unpacked_tree("hgx-h100-ref")
+    _write(root, "sys/devices/system/cpu/online", "\n")
+    facts, _warnings = collect(root)
+    assert facts["cpu"]["online"] is None and facts["cpu"]["online_count"] is None
+    assert {"path": "sys/devices/system/cpu/online", "kind": "invalid", "detail": "cannot parse '': no online CPU"} in facts["problems"]
+    assert facts["kernel"]["governor"]["counts"] == {"performance": 208}
+    os.remove(os.path.join(root, "sys/devices/system/cpu/online"))
+    facts, _warnings = collect(root)
+    assert facts["kernel"]["governor"]["counts"] == {"performance": 208} and facts["cpu"]["cores"] == 104
+
+
+def test_rdma_device_without_device_link_is_kept(unpacked_tree):
+    root = unpacked_tree("hgx-h100-ref")
+    os.remove(os.path.join(root, "sys/class/infiniband/mlx5_0"))
+    # a software RDMA device (rxe): a class entry with ports, no PCI device behind it
+    os.makedirs(os.path.join(root, "sys/class/infiniband/rxe0/ports/1"))
+    for rel, text in (("fw_ver", "0.0.0"), ("node_guid", "0000:0000:0000:0000"), ("ports/1/state", "4: ACTIVE"),
+                      ("ports/1/phys_state", "5: LinkUp"), ("ports/1/rate", "100 Gb/sec (4X EDR)"), ("ports/1/link_layer", "Ethernet")):
+        _write(root, "sys/class/infiniband/rxe0/" + rel, text)
+    facts, warnings = collect(root)
+    rxe = [n for n in facts["nics"] if n["name"] == "rxe0"][0]
+    assert rxe["pci"] is None and rxe["pcie_path"] is None and rxe["role"] == "non-rail" and rxe["ports"][0]["state"] == "ACTIVE"
+    assert not any("rxe0/device" in w for w in warnings)

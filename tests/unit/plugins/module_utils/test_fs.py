@@ -53,3 +53,16 @@ def test_listdir_sorted_and_absent(tmp_path):
     assert fs.listdir(".") == ["a", "b", "c"]
     assert fs.listdir("absent") == []
     assert fs.problems == []
+
+
+def test_entries_tells_absent_from_unreadable(tmp_path):
+    root = Root(str(tmp_path))
+    assert root.entries("sys/bus/pci/devices") is None and root.problems == []
+    os.makedirs(str(tmp_path / "sys" / "bus" / "pci"))
+    # sys/bus/pci/devices in a symlink loop: listing it fails with ELOOP
+    os.symlink("devices", str(tmp_path / "sys" / "bus" / "pci" / "devices"))
+    assert root.entries("sys/bus/pci/devices") is None
+    assert root.problems == [{"path": "sys/bus/pci/devices", "kind": "unreadable", "detail": "Too many levels of symbolic links"}]
+    assert root.listdir("sys/bus/pci/devices") == []
+    os.makedirs(str(tmp_path / "sys" / "class" / "nvme"))
+    assert root.entries("sys/class/nvme") == []

@@ -12,10 +12,30 @@ def test_cpulist_ranges_and_singles():
     assert P.format_cpulist([0, 1, 2, 5, 104, 105]) == "0-2,5,104-105"
 
 
-@pytest.mark.parametrize("bad", ["a-b", "3-1", "1,,2", "0-99999999"])
+@pytest.mark.parametrize("bad", ["a-b", "3-1", "1,,2", "0-99999999", "8192", "0-8192"])
 def test_cpulist_garbage(bad):
     with pytest.raises(ValueError):
         P.parse_cpulist(bad)
+
+
+def test_cpulist_total_is_capped_at_the_kernels_8192_cpus():
+    # The kernel's NR_CPUS tops out at 8192: CPUs 0-8191 is the largest list it can write.
+    assert len(P.parse_cpulist("0-8191")) == 8192
+    assert len(P.parse_cpulist("0-4095,4096-8191")) == 8192
+    with pytest.raises(ValueError, match="more than 8192 CPUs"):
+        P.parse_cpulist("0-4095,0-4095,0-1")
+    # 1 KiB of ranges that each stay under the cap: rejected after the first few ranges, before
+    # anything is built (this input ran node_facts past 5 minutes and 10 GB).
+    text = ",".join(["0-8000"] * 150)[:1024].rstrip(",-0123456789") or "0-8000"
+    with pytest.raises(ValueError, match="more than 8192 CPUs"):
+        P.parse_cpulist(",".join(["0-8000"] * 150))
+    assert len(text) <= 1024
+
+
+def test_cpu_online_is_never_empty():
+    assert P.parse_cpu_online("0-3\n") == [0, 1, 2, 3]
+    with pytest.raises(ValueError, match="no online CPU"):
+        P.parse_cpu_online("\n")
 
 
 def test_node_meminfo():
@@ -95,7 +115,7 @@ def test_natural_key_orders_numbers_as_numbers():
     assert sorted(names, key=P.natural_key) == ["", "gpu9", "gpu10", "mlx5_2", "mlx5_10", "mlx5_an0", "mlx5_ib1"]
 
 
-PARSERS = [P.parse_cpulist, P.parse_int, P.parse_node_meminfo, P.parse_meminfo, P.parse_distance,
+PARSERS = [P.parse_cpulist, P.parse_cpu_online, P.parse_int, P.parse_node_meminfo, P.parse_meminfo, P.parse_distance,
            P.parse_cpuinfo, P.parse_ib_state, P.parse_ib_rate, P.parse_bracketed, P.parse_cmdline,
            P.parse_os_release, P.parse_mounts, P.parse_nvidia_proc_version, P.parse_version,
            P.parse_colon_fields, P.parse_hex_id, P.parse_link_width]

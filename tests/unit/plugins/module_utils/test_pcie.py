@@ -90,8 +90,12 @@ def test_acs_direct_trans_only():
 
 def test_acs_absent_and_loops_and_short_config():
     assert _pcie.parse_acs(config_with_caps([(0x100, 0x0001, 0, b"")])) == {"present": False, "ctl": None}
-    looping = config_with_caps([(0x100, 0x0001, 0x100, b"")])
-    assert _pcie.parse_acs(looping) == {"present": False, "ctl": None}
+    # A chain that comes back on itself is corrupt config space: an error, never "no ACS"
+    # (which passes on bare metal).
+    with pytest.raises(ValueError, match="loops at 0x100"):
+        _pcie.parse_acs(config_with_caps([(0x100, 0x0001, 0x100, b"")]))
+    with pytest.raises(ValueError, match="loops at 0x100"):
+        _pcie.parse_acs(config_with_caps([(0x100, 0x0001, 0x148, b""), (0x148, 0x0019, 0x100, b"")]))
     with pytest.raises(ValueError, match="needs root"):
         _pcie.parse_acs(bytes(256))
 
