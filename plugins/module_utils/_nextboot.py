@@ -41,4 +41,4 @@ def runtime_reasons(name, wanted, after):
     """A run-time setting that did not take (``after`` read back): the boot-time one needs the reboot."""
     if after == wanted:
         return []
-    return ["%s is %s at run time (wanted %s, could not be set without a reboot)" % (name, after, wanted)]
+    return ["%s reads %s at run time after writing %s: the boot-time setting needs the reboot" % (name, after, wanted)]
