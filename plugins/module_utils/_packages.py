@@ -52,9 +52,12 @@ def upstream(version):
 def matches(requested, version):
     """True when ``version`` (from a repository) satisfies ``requested``: the same exact version (with
     or without epoch) or the same upstream version with any revision (Ubuntu's ``-0ubuntu0.22.04.1``,
-    CUDA's ``-1``). ``None`` requested matches anything."""
+    CUDA's ``-1``), or a shell pattern (``23.10.OFED.23.10.1.1.9.*``) matching the whole version.
+    ``None`` requested matches anything."""
     if requested is None:
         return True
+    if "*" in requested or "?" in requested:
+        return fnmatch.fnmatchcase(version, requested) or fnmatch.fnmatchcase(strip_epoch(version), requested)
     return requested in (version, strip_epoch(version), upstream(version))
 
 
