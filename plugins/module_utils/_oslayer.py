@@ -12,10 +12,12 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
 import re
 
 from ansible_collections.gpufleet.provision.plugins.module_utils import _cmdline, _grub
 from ansible_collections.gpufleet.provision.plugins.module_utils._fs import Root
+from ansible_collections.gpufleet.provision.plugins.module_utils._parsers import natural_key
 
 
 class OsLayerError(Exception):
@@ -89,3 +91,55 @@ def needs_regeneration(state, rule):
         return True
     entry = state["entry"]
     return entry is not None and _cmdline.owned_view(entry["args"], rule) != _cmdline.owned_view(state["plan"]["after"], rule)
+
+
+def installed_kernels(fs):
+    """Releases with an image in ``boot/`` (``vmlinuz-<release>``), newest first as 10_linux orders them."""
+    names = [n[len("vmlinuz-"):] for n in fs.listdir("boot") if n.startswith("vmlinuz-")]
+    return sorted(names, key=natural_key, reverse=True)
+
+
+def default_state(os_root, hw_root, release, grub_cfg):
+    """What grub_default decides from: sources, grub.cfg and its default entry, installed kernels,
+    the running release."""
+    fs = Root(os_root)
+    sources = read_sources(fs)
+    cfg = read_cfg(fs, grub_cfg)
+    running = Root(hw_root).read("proc/sys/kernel/osrelease", optional=True)
+    return {"sources": sources, "cfg": cfg, "entry": _grub.default_entry(cfg) if cfg else None,
+            "installed": installed_kernels(fs), "running": running, "release": release}
+
+
+def default_plan(state):
+    """{"regenerate": bool, "set_default": value or None, "next": release the next boot will have}.
+
+    The release must be installed (its ``boot/vmlinuz-<release>``) unless ``state["predict"]``
+    (check mode, the kernel role's install has not run). grub.cfg without the release's entry is
+    regenerated first; when GRUB_DEFAULT then boots another kernel, it is set to the release's own
+    menu entry ("submenu>entry" by ids).
+    """
+    release = state["release"]
+    if release not in state["installed"] and not state.get("predict"):
+        raise OsLayerError("kernel %s: boot/vmlinuz-%s not installed (installed: %s)" % (
+            release, release, ", ".join(state["installed"]) or "none"))
+    cfg = state["cfg"]
+    has_entry = cfg is not None and _grub.entry_for_release(cfg, release) is not None
+    entry = state["entry"]
+    if has_entry and entry is not None and entry["release"] == release:
+        return {"regenerate": False, "set_default": None, "next": release}
+    # After a regeneration, GRUB_DEFAULT=0 boots the newest installed kernel (10_linux's order).
+    installed = sorted(set(state["installed"]) | {release}, key=natural_key, reverse=True)
+    default = _grub.source_default(state["sources"])
+    if default == "0" and installed[0] == release:
+        return {"regenerate": True, "set_default": None, "next": release}
+    return {"regenerate": True, "set_default": "release", "next": release}
+
+
+def write_file(module, path, text):
+    """Replace ``path`` atomically, keeping its mode (0644 for a new file)."""
+    mode = os.stat(path).st_mode & 0o7777 if os.path.exists(path) else 0o644
+    tmp = path + ".gpufleet-new"
+    with open(tmp, "w") as handle:
+        handle.write(text)
+    module.atomic_move(tmp, path)
+    os.chmod(path, mode)

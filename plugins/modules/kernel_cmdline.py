@@ -128,21 +128,10 @@ reboot_reasons:
   sample: ["GRUB will boot intel_iommu=on hugepagesz=1G hugepages=128, running has intel_iommu=on hugepagesz=1G hugepages=64 hugepages=32"]
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.provision.plugins.module_utils import _cmdline, _nextboot, _oslayer
 from ansible_collections.gpufleet.provision.plugins.module_utils._fs import Root
-
-
-def write(module, path, text):
-    mode = os.stat(path).st_mode & 0o7777 if os.path.exists(path) else 0o644
-    tmp = path + ".gpufleet-new"
-    with open(tmp, "w") as handle:
-        handle.write(text)
-    os.chmod(tmp, mode)
-    module.atomic_move(tmp, path)
 
 
 def run(module):
@@ -172,7 +161,7 @@ def run(module):
     if not module.check_mode:
         fs = Root(params["root"])
         for rel, text in sorted(plan["changed"].items()):
-            write(module, fs.join(rel), text)
+            _oslayer.write_file(module, fs.join(rel), text)
         if regenerate:
             rc, out, err = module.run_command(params["regenerate"])
             if rc != 0:
