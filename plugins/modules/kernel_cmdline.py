@@ -54,7 +54,7 @@ options:
   grub_cfg:
     description:
       - The generated GRUB configuration relative to O(root), read for the default entry. Empty for
-        systems without one (BLS entries): then the sources alone are the next boot.
+        systems without one (BLS entries); then the sources alone are the next boot.
     type: str
     default: boot/grub/grub.cfg
   regenerate:
@@ -73,7 +73,7 @@ attributes:
     support: full
     description: Right sources and a current grub.cfg give C(changed=false).
 notes:
-  - RHEL family with BLS entries: set O(grub_cfg) to C("") and O(regenerate) to
+  - On the RHEL family with BLS entries, set O(grub_cfg) to C("") and O(regenerate) to
     C([grub2-mkconfig, -o, /boot/grub2/grub.cfg, --update-bls-cmdline]) (RHEL 9.3+); C(grubby) per
     entry is not done by this module.
 """

@@ -78,7 +78,7 @@ files:
   type: list
   elements: str
 runtime_changes:
-  description: Run-time settings changed (or that would be), C(name: current -> wanted).
+  description: Run-time settings changed (or that would be), as C(name -> wanted) lines.
   returned: always
   type: list
   elements: str
