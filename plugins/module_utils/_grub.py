@@ -309,7 +309,7 @@ def resolve(default, entries, grubenv=None):
 
 def linux_release(linux):
     """``/boot/vmlinuz-6.8.0-45-generic root=... ro`` -> ("6.8.0-45-generic", ["root=...", "ro"])."""
-    image, _, args = (linux or "").partition(" ")
+    image, _sep, args = (linux or "").partition(" ")
     name = image.rsplit("/", 1)[-1]
     return (name[len("vmlinuz-"):] if name.startswith("vmlinuz-") else name), args.split()
 

@@ -170,8 +170,9 @@ def run(module):
             if entry is not None and _cmdline.owned_view(entry["args"], rule) != _cmdline.owned_view(plan["after"], rule):
                 raise _oslayer.OsLayerError(
                     "%s ran, but the default entry of %s (%s) boots %s, not what the sources give (%s): does GRUB_DEFAULT "
-                    "point to a custom entry?" % (" ".join(params["regenerate"]), params["grub_cfg"], entry["title"],
-                                                 " ".join(entry["args"]), result["cmdline_after"]))
+                    "point to a custom entry?" % (
+                        " ".join(params["regenerate"]), params["grub_cfg"], entry["title"], " ".join(entry["args"]),
+                        result["cmdline_after"]))
     # The next boot: grub.cfg's default entry when it is current, else what the sources will give.
     next_words = entry["args"] if entry is not None else plan["after"]
     reasons = _nextboot.cmdline_reasons(next_words, state["running"], rule)

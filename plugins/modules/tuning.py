@@ -159,15 +159,22 @@ def run(module):
                 _write(module, path, new, 0o755 if rel == _tuning.SCRIPT else 0o644)
         hw = Root(p["hardware_root"])
         for item in items:
+            path = hw.join(item["path"])
+            original = _read(path)
             try:
-                with open(hw.join(item["path"]), "w") as handle:
+                with open(path, "w") as handle:
                     handle.write(item["write"] + "\n")
             except (IOError, OSError) as exc:
-                result["reboot_reasons"].append("%s: cannot write %s at run time (%s)" % (item["name"], hw.join(item["path"]), exc))
+                result["reboot_reasons"].append("%s: cannot write %s at run time (%s)" % (item["name"], path, exc))
                 continue
             after = _tuning.read_back(Root(p["hardware_root"]), item)
             if after is None:
-                after = repr((_read(hw.join(item["path"])) or "").strip())
+                # Not the kernel's file (it reads back as no setting at all): put back what was there,
+                # so a run that stops before the reboot leaves the node as readable as it found it.
+                after = repr((_read(path) or "").strip())
+                with open(path, "w") as handle:
+                    handle.write(original or "")
+                after += " (restored)"
             result["reboot_reasons"] += _nextboot.runtime_reasons(item["name"], item["wanted"], after)
     result["reboot_required"] = bool(result["reboot_reasons"])
     return result

@@ -136,18 +136,18 @@ def test_problems_and_owned_view():
 CFG = """\
 set default="0"
 menuentry 'Ubuntu' --class ubuntu $menuentry_id_option 'gnulinux-simple-u1' {
-	linux	/boot/vmlinuz-6.8.0-45-generic root=UUID=u1 ro intel_iommu=on  quiet
+    linux    /boot/vmlinuz-6.8.0-45-generic root=UUID=u1 ro intel_iommu=on  quiet
 }
 submenu 'Advanced options for Ubuntu' $menuentry_id_option 'gnulinux-advanced-u1' {
-	menuentry 'Ubuntu, with Linux 6.8.0-45-generic' --class ubuntu $menuentry_id_option 'gnulinux-6.8.0-45-generic-advanced-u1' {
-		linux	/boot/vmlinuz-6.8.0-45-generic root=UUID=u1 ro intel_iommu=on  quiet
-	}
-	menuentry 'Ubuntu, with Linux 6.8.0-45-generic (recovery mode)' --class ubuntu $menuentry_id_option 'gnulinux-6.8.0-45-generic-recovery-u1' {
-		linux	/boot/vmlinuz-6.8.0-45-generic root=UUID=u1 ro single intel_iommu=on
-	}
-	menuentry 'Ubuntu, with Linux 6.8.0-40-generic' --class ubuntu $menuentry_id_option 'gnulinux-6.8.0-40-generic-advanced-u1' {
-		linux	/boot/vmlinuz-6.8.0-40-generic root=UUID=u1 ro intel_iommu=on  quiet
-	}
+    menuentry 'Ubuntu, with Linux 6.8.0-45-generic' --class ubuntu $menuentry_id_option 'gnulinux-6.8.0-45-generic-advanced-u1' {
+        linux    /boot/vmlinuz-6.8.0-45-generic root=UUID=u1 ro intel_iommu=on  quiet
+    }
+    menuentry 'Ubuntu, with Linux 6.8.0-45-generic (recovery mode)' --class ubuntu $menuentry_id_option 'gnulinux-6.8.0-45-generic-recovery-u1' {
+        linux    /boot/vmlinuz-6.8.0-45-generic root=UUID=u1 ro single intel_iommu=on
+    }
+    menuentry 'Ubuntu, with Linux 6.8.0-40-generic' --class ubuntu $menuentry_id_option 'gnulinux-6.8.0-40-generic-advanced-u1' {
+        linux    /boot/vmlinuz-6.8.0-40-generic root=UUID=u1 ro intel_iommu=on  quiet
+    }
 }
 """
 

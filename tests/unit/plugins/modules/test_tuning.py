@@ -42,7 +42,9 @@ def test_check_then_run_then_nothing_left(adhoc, tmp_path):
     assert (root / "etc/sysctl.d/90-gpufleet-tuning.conf").read_text().endswith("kernel.numa_balancing = 0\n")
     assert (hw / "sys/devices/system/cpu/cpu1/cpufreq/scaling_governor").read_text() == "performance\n"
     # a plain file is not sysfs: "never" written is not read back as "[never]": the boot must do it
-    assert done["reboot_reasons"] == ["transparent_hugepage reads 'never' at run time after writing never: the boot-time setting needs the reboot"]
+    assert done["reboot_reasons"] == [
+        "transparent_hugepage reads 'never' (restored) at run time after writing never: the boot-time setting needs the reboot"]
+    assert (hw / "sys/kernel/mm/transparent_hugepage/enabled").read_text() == "[always] madvise never\n"
     assert os.access(root / "usr/local/sbin/gpufleet-tuning", os.X_OK)
 
     (hw / "sys/kernel/mm/transparent_hugepage/enabled").write_text("always madvise [never]\n")
