@@ -18,6 +18,7 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.gpufleet.provision.plugins.module_utils._bios import POWER_PROFILES, SNC_VALUES
 from ansible_collections.gpufleet.provision.plugins.module_utils._parsers import IB_ERROR_COUNTERS
 from ansible_collections.gpufleet.provision.plugins.module_utils._pcie import AFFINITY_ORDER
 
@@ -42,8 +43,26 @@ SCHEMA = {
         "id": _opt("str"),
         "version_id": _opt("str"),
     }),
+    # Desired state of the bios role: portable settings (translated per BMC vendor by _bios) and raw
+    # attributes (checked against the BMC's attribute registry).
+    "bios": _opt("dict", options={
+        "settings": _opt("dict", options={
+            "snc": _opt("str", choices=list(SNC_VALUES)),
+            "hyperthreading": _opt("bool"),
+            "vtx": _opt("bool"),
+            "vtd": _opt("bool"),
+            "sriov": _opt("bool"),
+            "acs": _opt("bool"),
+            "power_profile": _opt("str", choices=list(POWER_PROFILES)),
+        }),
+        "attributes": _opt("dict", values="scalar"),
+    }),
     "kernel": _opt("dict", options={
         "release": _opt("str"),
+        # Desired state of the kernel role: package names (unset: derived per OS family from the
+        # release) and the exact package version (unset: the repository's candidate).
+        "packages": _opt("list", elements="str"),
+        "version": _opt("str"),
         "cmdline": _opt("dict", options={
             "required": _opt("list", elements="str"),
             "forbidden": _opt("list", elements="str"),
@@ -189,6 +208,9 @@ def _check_scalar(where, spec_type, value):
     elif spec_type == "int":
         if isinstance(value, bool) or not isinstance(value, int):
             raise ProfileError("profile key %s: must be an integer, got %s %r" % (where, _type_name(value), value))
+    elif spec_type == "scalar":
+        if isinstance(value, (dict, list)) or value is None:
+            raise ProfileError("profile key %s: must be a string, number or boolean, got %s" % (where, _type_name(value)))
     elif spec_type == "float":
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ProfileError("profile key %s: must be a number, got %s %r" % (where, _type_name(value), value))

@@ -282,7 +282,7 @@ def test_provision_playbook_end_to_end_then_idempotent(lab):
     extra = {"gpufleet_lab_output": out}
     first = lab.run_playbook("provision.yml", extra=extra)
     provisioning = first.stdout.split("PLAY [Validation gate]")[0]
-    assert "RUNNING HANDLER [gpufleet.provision.reboot" in provisioning     # twin3 needed the reboot
+    assert "reboot: twin3 reboots (" in provisioning                     # twin3 needed the reboot
     reports = {}
     for host in lab.hosts:
         with open(os.path.join(out, "gate", host + ".json")) as handle:

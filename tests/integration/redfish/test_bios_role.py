@@ -1,5 +1,5 @@
 """The bios role through ansible-playbook against the lab BMC, with vaulted credentials and -vvv:
-applies, the "gpufleet reboot" topic is notified (a stand-in handler resets through the BMC),
+applies, the role asks for the reboot in gpufleet_reboot_requests (the play resets through the BMC),
 verify passes, a second run changes nothing, and the password appears in no byte of output and
 no file the runs wrote."""
 import os
@@ -21,10 +21,10 @@ PLAYBOOK = textwrap.dedent("""\
       gather_facts: false
       roles:
         - role: gpufleet.provision.bios
-      handlers:
-        # Stand-in for the shared handler of provision.yml: the role only notifies the topic.
+      post_tasks:
+        # Stand-in for the reboot role of provision.yml: the role only records its request.
         - name: Reboot through the BMC
-          listen: gpufleet reboot
+          when: gpufleet_reboot_requests | default([]) | selectattr('role', 'eq', 'bios') | list | length > 0
           gpufleet.provision.redfish_power:
             baseurl: "https://{{ gpufleet_bmc_address }}"
             username: "{{ gpufleet_bmc_username }}"
@@ -33,16 +33,13 @@ PLAYBOOK = textwrap.dedent("""\
             poll_interval: 0.2
             wait_timeout: 60
           delegate_to: localhost
-      post_tasks:
-        - name: Run the notified reboot now
-          ansible.builtin.meta: flush_handlers
         - name: Verify after the reboot
           ansible.builtin.include_role:
             name: gpufleet.provision.bios
             tasks_from: verify
         - name: Show the role's facts
           ansible.builtin.debug:
-            msg: "reboot_required={{ bios_reboot_required }} vendor={{ bios_vendor_profile }} shared={{ gpufleet_reboot_required | default(false) }}"
+            msg: "reboot_required={{ bios_reboot_required }} vendor={{ bios_vendor_profile }} shared={{ gpufleet_reboot_requests | default([]) | length > 0 }}"
     """)
 
 
@@ -91,7 +88,7 @@ def test_role_applies_reboots_verifies_idempotent_and_never_leaks(role_run, tmp_
     first = run("-vvv", "--diff")
     out1 = first.stdout.decode(errors="replace")
     assert first.returncode == 0, out1[-4000:] + first.stderr.decode(errors="replace")[-2000:]
-    assert "RUNNING HANDLER [Reboot through the BMC]" in out1
+    assert "changed: [twin1 -> localhost]" in out1.split("TASK [Reboot through the BMC]")[1].split("TASK [")[0]
     assert "--- before" in out1 and "+++ after" in out1 and '+    "SubNumaCluster": "4-Way"' in out1
     assert int(_recap(out1)["changed"]) >= 2  # the BIOS write and the reboot
     assert "reboot_required=True vendor=dell shared=True" in out1
@@ -102,7 +99,7 @@ def test_role_applies_reboots_verifies_idempotent_and_never_leaks(role_run, tmp_
     out2 = second.stdout.decode(errors="replace")
     assert second.returncode == 0, out2[-4000:]
     assert _recap(out2)["changed"] == "0"
-    assert "RUNNING HANDLER" not in out2
+    assert "skipping: [twin1]" in out2.split("TASK [Reboot through the BMC]")[1].split("TASK [")[0]
     assert "reboot_required=False" in out2
 
     # Every byte of output, and every file under the test's folder (inventory, vault, logs, Ansible

@@ -162,5 +162,5 @@ def test_bad_profile_stops_with_the_key_named(fleet, tmp_path):
     bad.write_text("name: bad\nkernel:\n  cmdlne: {}\n")
     proc = run(fleet, "-e", "validate_profile=%s" % bad, "--limit", "gpu001")
     assert proc.returncode == 2
-    assert "profile key kernel.cmdlne: unknown (known: cmdline, grub_sources, release)" in proc.stdout
+    assert "profile key kernel.cmdlne: unknown (known: cmdline, grub_sources, packages, release, version)" in proc.stdout
     assert "Traceback" not in proc.stdout + proc.stderr

@@ -22,7 +22,7 @@ def test_shipped_profiles_validate_as_they_are(name):
 
 
 @pytest.mark.parametrize("profile,message", [
-    ({"kernel": {"cmdlne": {}}}, "profile key kernel.cmdlne: unknown (known: cmdline, grub_sources, release)"),
+    ({"kernel": {"cmdlne": {}}}, "profile key kernel.cmdlne: unknown (known: cmdline, grub_sources, packages, release, version)"),
     ({"memroy": {}}, "profile key memroy: unknown"),
     ({"os": {"version_id": 22.1}}, "profile key os.version_id: must be a string, got float 22.1 (quote it"),
     ({"gpu": {"count": "8"}}, "profile key gpu.count: must be an integer, got str '8'"),

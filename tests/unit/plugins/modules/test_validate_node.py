@@ -55,7 +55,7 @@ def test_registered_command_results_become_outputs_or_causes(adhoc, unpacked_tre
 
 
 @pytest.mark.parametrize("bad,message", [
-    ({"kernel": {"cmdlne": {"required": []}}}, "profile key kernel.cmdlne: unknown (known: cmdline, grub_sources, release)"),
+    ({"kernel": {"cmdlne": {"required": []}}}, "profile key kernel.cmdlne: unknown (known: cmdline, grub_sources, packages, release, version)"),
     ({"os": {"version_id": 22.1}}, "profile key os.version_id: must be a string, got float 22.1"),
 ])
 def test_bad_profile_fails_naming_the_key(adhoc, unpacked_tree, bad, message):

@@ -1,0 +1,204 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: tuning
+short_description: Hugepage pools, THP, NUMA balancing and CPU governor, persistent and at run time
+version_added: 0.2.0
+description:
+  - "Persistent: writes C(/etc/sysctl.d/90-gpufleet-tuning.conf) (C(kernel.numa_balancing)) and a
+    boot script + oneshot unit (C(gpufleet-tuning.service), not enabled by this module) that set THP
+    and the governor at boot, writing only what differs. Hugepage pools persist through the kernel
+    command line (M(gpufleet.provision.kernel_cmdline))."
+  - "Run time (O(runtime)): writes each differing setting through O(hardware_root) and reads it back;
+    a setting that did not take (1 GiB pages the kernel could not find, a THP file that does not
+    accept the mode) is a reboot reason naming it."
+author:
+  - gpufleet maintainers (@gpufleet)
+options:
+  hugepages:
+    description: Pool size in kB -> page count (the profile's C(memory.hugepages)).
+    type: dict
+    default: {}
+  thp:
+    description: Transparent hugepages mode; unset leaves it alone.
+    type: str
+    choices: [always, madvise, never]
+  numa_balancing:
+    description: C(kernel.numa_balancing) value; unset leaves it alone.
+    type: int
+    choices: [0, 1]
+  governor:
+    description: cpufreq governor of every CPU; unset leaves it alone.
+    type: str
+  runtime:
+    description: Also apply the settings now, where the kernel allows it.
+    type: bool
+    default: true
+  root:
+    description: Root of the node's OS files (where the persistent files go).
+    type: path
+    default: /
+  hardware_root:
+    description: Root of sysfs/procfs for the run-time settings (a lab twin's rendered view).
+    type: path
+    default: /
+attributes:
+  check_mode:
+    support: full
+    description: Predicts every file and run-time write; a write that would not take cannot be known before it is tried.
+  diff_mode:
+    support: full
+    description: Files before and after, and one line per run-time setting.
+  idempotent:
+    support: full
+    description: A tuned node gives C(changed=false).
+"""
+
+EXAMPLES = r"""
+- name: Tune the node as its profile says
+  gpufleet.provision.tuning:
+    hugepages: {"1048576": 128}
+    thp: never
+    numa_balancing: 0
+    governor: performance
+  register: tuned
+"""
+
+RETURN = r"""
+files:
+  description: Persistent files written or removed (relative to O(root)).
+  returned: always
+  type: list
+  elements: str
+runtime_changes:
+  description: Run-time settings changed (or that would be), as C(name -> wanted) lines.
+  returned: always
+  type: list
+  elements: str
+  sample: ["kernel.numa_balancing: 1 -> 0", "governor of 2 CPUs (3,4): powersave -> performance"]
+unit:
+  description: Name of the boot unit (enable it), null when no boot-time setting is asked for.
+  returned: always
+  type: str
+reboot_required:
+  description: Whether a setting could not be made at run time.
+  returned: always
+  type: bool
+reboot_reasons:
+  description: Which, and what it read back.
+  returned: always
+  type: list
+  elements: str
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpufleet.provision.plugins.module_utils import _nextboot, _tuning
+from ansible_collections.gpufleet.provision.plugins.module_utils._fs import Root
+
+
+def _read(path):
+    try:
+        with open(path) as handle:
+            return handle.read()
+    except (IOError, OSError):
+        return None
+
+
+def _write(module, path, text, mode):
+    folder = os.path.dirname(path)
+    if not os.path.isdir(folder):
+        os.makedirs(folder, 0o755)
+    tmp = path + ".gpufleet-new"
+    with open(tmp, "w") as handle:
+        handle.write(text)
+    module.atomic_move(tmp, path)
+    os.chmod(path, mode)
+
+
+def run(module):
+    p = module.params
+    hugepages = dict((str(k), int(v)) for k, v in (p["hugepages"] or {}).items())
+    os_root = Root(p["root"])
+    wanted = _tuning.persistent_files(p["hardware_root"], p["thp"], p["numa_balancing"], p["governor"])
+    edits = {}
+    for rel, text in sorted(wanted.items()):
+        current = _read(os_root.join(rel))
+        if current != text and not (text is None and current is None):
+            edits[rel] = (current, text)
+    items = _tuning.runtime_plan(Root(p["hardware_root"]), hugepages, p["thp"], p["numa_balancing"], p["governor"]) \
+        if p["runtime"] else []
+    result = {
+        "changed": bool(edits or items),
+        "files": sorted(edits),
+        "runtime_changes": _tuning.summary(items),
+        "unit": os.path.basename(_tuning.UNIT) if wanted.get(_tuning.UNIT) else None,
+        "reboot_reasons": [],
+    }
+    if module._diff:
+        result["diff"] = [{"before_header": rel, "after_header": rel, "before": old or "", "after": new or ""}
+                          for rel, (old, new) in sorted(edits.items())]
+        if items:
+            result["diff"].append({"before_header": "run time", "after_header": "run time", "before": "",
+                                   "after": "\n".join(result["runtime_changes"]) + "\n"})
+    if not module.check_mode:
+        for rel, (_old, new) in sorted(edits.items()):
+            path = os_root.join(rel)
+            if new is None:
+                os.remove(path)
+            else:
+                _write(module, path, new, 0o755 if rel == _tuning.SCRIPT else 0o644)
+        hw = Root(p["hardware_root"])
+        for item in items:
+            path = hw.join(item["path"])
+            original = _read(path)
+            try:
+                with open(path, "w") as handle:
+                    handle.write(item["write"] + "\n")
+            except (IOError, OSError) as exc:
+                result["reboot_reasons"].append("%s: cannot write %s at run time (%s)" % (item["name"], path, exc))
+                continue
+            after = _tuning.read_back(Root(p["hardware_root"]), item)
+            if after is None:
+                # Not the kernel's file (it reads back as no setting at all): put back what was there,
+                # so a run that stops before the reboot leaves the node as readable as it found it.
+                after = repr((_read(path) or "").strip())
+                with open(path, "w") as handle:
+                    handle.write(original or "")
+                after += " (restored)"
+            result["reboot_reasons"] += _nextboot.runtime_reasons(item["name"], item["wanted"], after)
+    result["reboot_required"] = bool(result["reboot_reasons"])
+    return result
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            hugepages=dict(type="dict", default={}),
+            thp=dict(type="str", choices=["always", "madvise", "never"]),
+            numa_balancing=dict(type="int", choices=[0, 1]),
+            governor=dict(type="str"),
+            runtime=dict(type="bool", default=True),
+            root=dict(type="path", default="/"),
+            hardware_root=dict(type="path", default="/"),
+        ),
+        supports_check_mode=True,
+    )
+    try:
+        result = run(module)
+    except _tuning.TuningError as exc:
+        module.fail_json(msg="tuning: %s" % exc)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
