@@ -85,28 +85,6 @@ def analyse_cmdline(tokens, allow_repeated=()):
     return problems, pools
 
 
-def required_params(tokens, required, forbidden):
-    """Missing required ``key`` / ``key=value`` (the last occurrence counts, as for most kernel
-    parameters) and present forbidden ones. Returns [str]."""
-    last = {}
-    present = set()
-    for key, value, _origin in tokens:
-        last[key] = value
-        present.add(param_text(key, value))
-    out = []
-    for param in required or []:
-        key, sep, value = param.partition("=")
-        if key not in last:
-            out.append("%s missing" % param)
-        elif sep and last[key] != value:
-            out.append("%s expected, last %s" % (param, param_text(key, last[key])))
-    for param in forbidden or []:
-        key, sep, _value = param.partition("=")
-        if (sep and param in present) or (not sep and key in last):
-            out.append("%s forbidden but present" % param)
-    return out
-
-
 _ASSIGN = re.compile(r"^\s*(?:export\s+)?(GRUB_CMDLINE_LINUX(?:_DEFAULT)?)=(.*)$")
 _VAR = re.compile(r"^\$(?:\{(\w+)\}|(\w+))$")
 

@@ -15,7 +15,7 @@ __metaclass__ = type
 
 import fnmatch
 
-from ansible_collections.gpufleet.provision.plugins.module_utils import _profile
+from ansible_collections.gpufleet.provision.plugins.module_utils import _desired, _profile
 
 
 class Skip(Exception):
@@ -72,6 +72,18 @@ class Inputs:
         value = _profile.section(self.profile, *keys)
         if value is None:
             raise NotAsked("not in profile (%s)" % ".".join(keys))
+        return value
+
+    def desired(self, area, keys):
+        """The desired state of ``area`` from the profile, through the same function the roles apply
+        (``_desired``): NotAsked("not in profile (keys)") when unset, CheckError when the profile
+        contradicts itself."""
+        try:
+            value = _desired.derive(area, self.profile)
+        except _desired.DesiredError as exc:
+            raise CheckError("profile: %s" % exc)
+        if value is None or value == {}:
+            raise NotAsked("not in profile (%s)" % keys)
         return value
 
     def need(self, value, patterns, what=None):

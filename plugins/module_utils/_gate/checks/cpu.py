@@ -29,7 +29,7 @@ def _smt(ctx):
 @check("cpu.governor", "a CPU running downclocked (governor not performance) mid-job",
        "cpufreq governor performance on every CPU (cpupower frequency-set -g performance, persisted); BIOS: OS-controlled P-states")
 def _governor(ctx):
-    want = ctx.want("cpu", "governor")
+    want = ctx.desired("governor", "cpu.governor")
     gov = ctx.need((ctx.facts.get("kernel") or {}).get("governor"), ["sys/devices/system/cpu/cpu*/cpufreq/*"])
     counts = gov.get("counts") or {}
     without = gov.get("without_cpufreq") or []

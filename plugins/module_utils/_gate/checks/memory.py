@@ -18,7 +18,7 @@ check = registrar(CHECKS)
 @check("memory.hugepages", "a hugepage pool smaller or larger than planned (VMs or jobs fail to start, or memory is stranded)",
        "hugepagesz=<size> hugepages=<count> per pool on the kernel command line (profile memory.hugepages), update-grub, reboot")
 def _hugepages(ctx):
-    total = _profile.section(ctx.profile, "memory", "hugepages")
+    total = ctx.desired("hugepages", "memory.hugepages") if _profile.section(ctx.profile, "memory", "hugepages") else None
     per_node = _profile.section(ctx.profile, "memory", "hugepages_per_node")
     if total is None and per_node is None:
         raise Skip("not in profile (memory.hugepages)")
@@ -50,7 +50,7 @@ def _hugepages(ctx):
 @check("memory.thp", "transparent hugepages on: latency jitter and memory bloat",
        "transparent_hugepage=never on the kernel command line (now: echo never > /sys/kernel/mm/transparent_hugepage/enabled)")
 def _thp(ctx):
-    want = ctx.want("memory", "thp")
+    want = ctx.desired("thp", "memory.thp")
     mode = ctx.need(((ctx.facts.get("kernel") or {}).get("thp") or {}).get("enabled"),
                     ["sys/kernel/mm/transparent_hugepage/enabled"])
     return outcome([] if mode == want else ["enabled is [%s]" % mode], [], mode, want)
@@ -59,7 +59,7 @@ def _thp(ctx):
 @check("memory.numa_balancing", "automatic NUMA balancing migrating pages under a pinned workload",
        "numa_balancing=disable on the kernel command line (now: sysctl kernel.numa_balancing=0)")
 def _numa_balancing(ctx):
-    want = ctx.want("memory", "numa_balancing")
+    want = ctx.desired("numa_balancing", "memory.numa_balancing")
     value = ctx.need((ctx.facts.get("kernel") or {}).get("numa_balancing"), ["proc/sys/kernel/numa_balancing"])
     ok = (value != 0) if want else (value == 0)
-    return outcome([] if ok else ["kernel.numa_balancing = %s" % value], [], value, 1 if want else 0)
+    return outcome([] if ok else ["kernel.numa_balancing = %s" % value], [], value, want)

@@ -7,9 +7,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufleet.provision.plugins.module_utils import _profile
+from ansible_collections.gpufleet.provision.plugins.module_utils import _cmdline, _profile
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.framework import CheckError, Skip, outcome, registrar
-from ansible_collections.gpufleet.provision.plugins.module_utils._gate.cmdline import analyse_cmdline, grub_tokens, param_text, required_params
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate.cmdline import analyse_cmdline, grub_tokens, param_text
 
 
 CHECKS = []
@@ -30,7 +30,7 @@ def _os_release(ctx):
 @check("kernel.version", "modules (nvidia, OFED) built for another kernel; a fleet running mixed kernels",
        "install the profile's linux-image (and headers), apt-mark hold it, make it the GRUB default, reboot")
 def _kernel_version(ctx):
-    want = ctx.want("kernel", "release")
+    want = ctx.desired("kernel_release", "kernel.release")
     release = ctx.need((ctx.facts.get("kernel") or {}).get("release"), ["proc/sys/kernel/osrelease"])
     return outcome([] if release == want else ["running %s" % release], [], release, want)
 
@@ -39,20 +39,39 @@ def _kernel_version(ctx):
        "missing iommu/THP/NUMA-balancing parameters",
        "set the parameters once in GRUB_CMDLINE_LINUX (/etc/default/grub), update-grub (RHEL: grubby --update-kernel=ALL), reboot")
 def _kernel_cmdline(ctx):
-    want = ctx.want("kernel", "cmdline")
+    rules = _cmdline_rules(ctx)
     params = ctx.need(((ctx.facts.get("kernel") or {}).get("cmdline") or {}).get("params"), ["proc/cmdline"])
     tokens = [(p["key"], p.get("value"), "proc/cmdline") for p in params]
-    problems, pools = analyse_cmdline(tokens, want.get("allow_repeated") or [])
-    problems += required_params(tokens, want.get("required"), want.get("forbidden"))
+    problems, pools = _cmdline_problems(tokens, rules)
     observed = {"raw": ctx.facts["kernel"]["cmdline"].get("raw"), "hugepage_pools_kb": pools}
-    return outcome(problems, [], observed, want)
+    return outcome(problems, [], observed, _expected(rules))
+
+
+def _cmdline_rules(ctx):
+    """The rules the kernel_cmdline role writes by (``_desired`` kernel_cmdline_rules)."""
+    ctx.want("kernel", "cmdline")
+    return ctx.desired("kernel_cmdline_rules", "kernel.cmdline")
+
+
+def _expected(rules):
+    return {"params": rules["params"], "forbidden": rules["forbidden"], "allow_repeated": rules["allow_repeated"]}
+
+
+def _cmdline_problems(tokens, rules):
+    """The kernel's own rules (what it ignores, with the origin of each word: analyse_cmdline) plus
+    the role's rules (_cmdline.problems: what the kernel_cmdline role would change), each said once."""
+    problems, pools = analyse_cmdline(tokens, rules["allow_repeated"])
+    said = set(p.split(":", 1)[0] for p in problems if " given " in p)
+    words = [param_text(key, value) for key, value, _origin in tokens]
+    problems += [p for p in _cmdline.problems(words, rules) if p not in said]
+    return problems, pools
 
 
 @check("kernel.grub_sources", "a GRUB source (/etc/default/grub or grub.d/*.cfg) that will give a duplicate or "
        "missing parameter at the next reboot",
        "keep the parameters in one GRUB source and remove them from the others (cloud images: /etc/default/grub.d/*.cfg), update-grub")
 def _grub_sources(ctx):
-    want = ctx.want("kernel", "cmdline")
+    rules = _cmdline_rules(ctx)
     if _profile.section(ctx.profile, "kernel", "grub_sources") is False:
         raise Skip("not in profile (kernel.grub_sources: false)")
     grub = ctx.grub
@@ -67,11 +86,10 @@ def _grub_sources(ctx):
         tokens = grub_tokens(grub["sources"])
     except ValueError as exc:
         raise CheckError(str(exc))
-    problems, pools = analyse_cmdline(tokens, want.get("allow_repeated") or [])
-    problems += required_params(tokens, want.get("required"), want.get("forbidden"))
+    problems, pools = _cmdline_problems(tokens, rules)
     observed = {
         "files": [rel for rel, _text in grub["sources"]],
         "cmdline": " ".join(param_text(k, v) for k, v, _o in tokens),
         "hugepage_pools_kb": pools,
     }
-    return outcome(problems, [], observed, want)
+    return outcome(problems, [], observed, _expected(rules))

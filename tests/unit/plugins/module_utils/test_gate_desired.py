@@ -1,0 +1,61 @@
+"""The gate reads the desired state through _desired, the functions the roles apply: what the
+kernel_cmdline role writes is what kernel.cmdline and kernel.grub_sources expect (issue 9)."""
+import copy
+import importlib.util
+import os
+
+from ansible_collections.gpufleet.provision.plugins.module_utils import _desired
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate import gate
+
+_SPEC = importlib.util.spec_from_file_location("validate_test_checks_d", os.path.join(os.path.dirname(__file__), "test_checks.py"))
+_TC = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(_TC)
+PROFILE, sample_facts, sample_inputs, _params = _TC.PROFILE, _TC.sample_facts, _TC.sample_inputs, _TC._params
+
+
+def _check(report, check_id):
+    return next(c for c in report["checks"] if c["id"] == check_id)
+
+
+def _with_cmdline(raw):
+    facts = sample_facts()
+    facts["kernel"]["cmdline"] = {"raw": raw, "params": _params(raw)}
+    return facts
+
+
+def test_expected_command_line_is_the_one_the_role_writes():
+    inputs = sample_inputs()
+    report = gate.evaluate(inputs)
+    want = _desired.derive("kernel_cmdline", inputs.profile)
+    assert _check(report, "kernel.cmdline")["expected"]["params"] == want
+    assert _check(report, "kernel.grub_sources")["expected"]["params"] == want
+    # written by hand: the profile's required parameters, then the hugepage block from memory.hugepages
+    assert want == ["intel_iommu=on", "iommu=pt", "transparent_hugepage=never", "numa_balancing=disable",
+                    "hugepagesz=1G", "hugepages=128"]
+
+
+def test_thp_and_numa_balancing_parameters_follow_memory_keys_even_when_not_listed():
+    profile = copy.deepcopy(PROFILE)
+    profile["kernel"]["cmdline"]["required"] = ["intel_iommu=on", "iommu=pt"]
+    raw = "BOOT_IMAGE=/vmlinuz root=UUID=ab ro intel_iommu=on iommu=pt hugepagesz=1G hugepages=128"
+    report = gate.evaluate(sample_inputs(_with_cmdline(raw), profile))
+    chk = _check(report, "kernel.cmdline")
+    assert chk["status"] == "fail"
+    assert "transparent_hugepage=never missing" in chk["reason"]
+    assert "numa_balancing=disable missing" in chk["reason"]
+
+
+def test_hugepage_count_other_than_memory_hugepages_fails_once_per_cause():
+    raw = ("BOOT_IMAGE=/vmlinuz root=UUID=ab ro intel_iommu=on iommu=pt hugepagesz=1G hugepages=64 "
+           "transparent_hugepage=never numa_balancing=disable")
+    chk = _check(gate.evaluate(sample_inputs(_with_cmdline(raw))), "kernel.cmdline")
+    assert chk["status"] == "fail"
+    assert "hugepages: hugepagesz=1G hugepages=128 expected, found hugepagesz=1G hugepages=64" in chk["reason"]
+
+
+def test_a_duplicate_is_reported_once_with_its_origins():
+    raw = ("BOOT_IMAGE=/vmlinuz root=UUID=ab ro intel_iommu=on iommu=pt iommu=pt hugepagesz=1G hugepages=128 "
+           "transparent_hugepage=never numa_balancing=disable")
+    chk = _check(gate.evaluate(sample_inputs(_with_cmdline(raw))), "kernel.cmdline")
+    assert chk["status"] == "fail"
+    assert chk["reason"].count("given 2 times") == 1
