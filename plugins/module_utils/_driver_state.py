@@ -46,11 +46,13 @@ def parse_modinfo(text):
     return out
 
 
-def nvidia_state(want, loaded, module, peermem_module, kernel, peermem_wanted=True):
+def nvidia_state(want, loaded, module, peermem_module, kernel, peermem_wanted=True, peermem_loaded=None):
     """(problems, reboot_reasons) of the NVIDIA driver.
 
     ``loaded``: the running driver version or None; ``module``: parse_modinfo of ``nvidia`` for
-    ``kernel`` (None: no module for that kernel); ``peermem_module``: the same for nvidia-peermem.
+    ``kernel`` (None: no module for that kernel); ``peermem_module``: the same for nvidia-peermem;
+    ``peermem_loaded``: whether it runs now (None: unknown). The pinned driver running without
+    nvidia-peermem (it could not be loaded in place) needs the boot that loads it.
     """
     problems, reasons = [], []
     if module is None:
@@ -65,6 +67,8 @@ def nvidia_state(want, loaded, module, peermem_module, kernel, peermem_wanted=Tr
         problems.append("no nvidia-peermem module for kernel %s (GPUDirect RDMA would be off)" % kernel)
     if loaded != want:
         reasons.append("NVIDIA driver %s installed, %s" % (want, "%s loaded" % loaded if loaded else "none loaded"))
+    elif peermem_wanted and peermem_loaded is False:
+        reasons.append("nvidia-peermem not loaded (loaded at boot from /etc/modules-load.d/nvidia-peermem.conf)")
     return problems, reasons
 
 

@@ -79,6 +79,7 @@ modules:
   returned: always
   type: dict
 ofed_release: {description: "ofed_info -s of the node (area ofed), or null.", returned: always, type: str}
+peermem_loaded: {description: "nvidia-peermem runs now (null: no driver loaded).", returned: area nvidia, type: bool}
 problems: {description: What would leave the next boot without a working module., returned: always, type: list, elements: str}
 reboot_required: {description: The loaded modules differ from the ones the next boot loads., returned: always, type: bool}
 reboot_reasons: {description: One line per reason., returned: always, type: list, elements: str}
@@ -133,8 +134,10 @@ def main():
     if p["area"] == "nvidia":
         loaded = _read(root, "sys/module/nvidia/version")
         mods = {"nvidia": modinfo("nvidia"), "nvidia-peermem": modinfo("nvidia-peermem") if p["peermem"] else None}
+        peermem_loaded = os.path.isdir(os.path.join(root, "sys/module/nvidia_peermem")) if loaded else None
+        result["peermem_loaded"] = peermem_loaded
         problems, reasons = S.nvidia_state(p["driver_version"], loaded, mods["nvidia"], mods["nvidia-peermem"],
-                                           kernel, peermem_wanted=p["peermem"])
+                                           kernel, peermem_wanted=p["peermem"], peermem_loaded=peermem_loaded)
     else:
         loaded = _read(root, "sys/module/mlx5_core/version")
         mods = {"mlx5_core": modinfo("mlx5_core")}
