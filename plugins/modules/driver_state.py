@@ -16,7 +16,7 @@ description:
     (C(ofed_info -s)) and, with C(modinfo -k), the C(nvidia), C(nvidia-peermem) and C(mlx5_core)
     modules on disk for O(kernel_release), the kernel that will boot (not necessarily the running one).
   - Returns C(reboot_required) and C(reboot_reasons) computed from that state (docs/roles.md section 3)
-    and C(problems): a module missing or of another version for that kernel. With O(fail_on_problems)
+    and C(problems), a module missing or of another version for that kernel. With O(fail_on_problems)
     the task fails naming both versions, before any reboot.
   - Never changes anything.
 author:
@@ -125,7 +125,7 @@ def main():
                          % os.path.join(root, "proc/sys/kernel/osrelease"))
 
     def modinfo(name):
-        rc, out, _ = module.run_command(["modinfo", "-k", kernel, name], environ_update={"LC_ALL": "C"})
+        rc, out, _err = module.run_command(["modinfo", "-k", kernel, name], environ_update={"LC_ALL": "C"})
         return S.parse_modinfo(out) if rc == 0 and out.strip() else None
 
     if module.get_bin_path("modinfo") is None:
@@ -143,7 +143,7 @@ def main():
         mods = {"mlx5_core": modinfo("mlx5_core")}
         installed = None
         if module.get_bin_path("ofed_info"):
-            rc, out, _ = module.run_command(["ofed_info", "-s"])
+            rc, out, _err = module.run_command(["ofed_info", "-s"])
             if rc == 0:
                 installed = S.parse_ofed_release(out)
         result["ofed_release"] = installed

@@ -9,6 +9,10 @@ import json
 import os
 import re
 
+import yaml
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+
 DRIVER = "550.90.07-0ubuntu0.22.04.1"
 PRECOMPILED = "linux-modules-nvidia-550-server-6.8.0-45-generic"
 EXTRA = {"gpufleet_profile": "hgx-h100"}
@@ -54,6 +58,11 @@ CONVERGE = """
         loop_var: test_role
       when: not ansible_check_mode
 """
+
+
+def load_profile(name="hgx-h100"):
+    with open(os.path.join(REPO, "inventories", "profiles", name + ".yml")) as handle:
+        return yaml.safe_load(handle)
 
 
 def converge(lab, play, hosts, *args, extra=None):
@@ -138,7 +147,8 @@ def test_twin2_and_twin3_converge_then_nothing_changes(lab, play):
         dpkg = lab.ssh(host, "dpkg-query -W -f='${Package} ${Version} ${db:Status-Abbrev}\\n' 'nvidia-*' 'linux-modules-nvidia-*'").stdout
         assert "nvidia-driver-550-server %s hi" % DRIVER in dpkg and "nvidia-fabricmanager-550 %s hi" % DRIVER in dpkg, dpkg
         assert "%s 6.8.0-45.45~22.04.1+1 hi" % PRECOMPILED in dpkg
-        assert "535" not in dpkg.replace("rc \n", "")
+        installed = [line for line in dpkg.splitlines() if line.split()[-1] not in ("rc", "un")]
+        assert not [line for line in installed if "535" in line], installed     # replaced, not stacked
         assert lab.ssh(host, "systemctl is-active nvidia-fabricmanager nvidia-persistenced").stdout.split() == ["active"] * 2
         assert lab.ssh(host, "nv-fabricmanager --version").stdout.strip() == "Fabric Manager version is : 550.90.07"
         assert set(lab.ssh(host, "apt-mark showhold").stdout.split()) >= {
@@ -161,7 +171,11 @@ def test_twin2_and_twin3_converge_then_nothing_changes(lab, play):
 def test_r580_unversioned_fabric_manager_with_dkms_then_back(lab, play):
     """twin4 moves to R580 (CUDA's unversioned nvidia-fabricmanager provides nvidia-fabricmanager-580;
     no precompiled modules for it: DKMS builds them for the kernel with headers), then back to 550."""
-    proc, decided = converge(lab, play, "twin4", extra={"nvidia_driver_version": "580.65.06"})
+    # as an operator moves the fleet: the profile changes (driver version and the held names)
+    profile = load_profile()
+    profile["nvidia"]["driver_version"] = "580.65.06"
+    profile["packages"]["held"] = ["nvidia-driver-580-server", "nvidia-fabricmanager*", "linux-image-6.8.0-45-generic"]
+    proc, decided = converge(lab, play, "twin4", extra={"gpufleet_profile": profile})
     assert proc.returncode == 0, proc.stdout[-6000:]
     fm = [p for p in decided["twin4"]["packages"] if p["requested"] == "nvidia-fabricmanager-580"][0]
     assert (fm["name"], fm["version"], fm["via"]) == ("nvidia-fabricmanager", "580.65.06-1", "provides")

@@ -45,17 +45,17 @@ def test_nvidia_converged_no_reboot():
 
 
 def test_nvidia_no_driver_loaded():
-    _, reasons = S.nvidia_state("550.90.07", None, nvidia_module("550.90.07"), {}, "6.8.0-45-generic")
+    _problems, reasons = S.nvidia_state("550.90.07", None, nvidia_module("550.90.07"), {}, "6.8.0-45-generic")
     assert reasons == ["NVIDIA driver 550.90.07 installed, none loaded"]
 
 
 def test_nvidia_module_missing_or_wrong_for_the_next_kernel():
-    problems, _ = S.nvidia_state("550.90.07", "550.90.07", None, None, "6.8.0-50-generic")
+    problems, _reasons = S.nvidia_state("550.90.07", "550.90.07", None, None, "6.8.0-50-generic")
     assert problems == ["no nvidia kernel module for kernel 6.8.0-50-generic (the precompiled package or the DKMS build "
                         "for that kernel is missing: are its headers installed?)"]
-    problems, _ = S.nvidia_state("550.90.07", "550.90.07", nvidia_module("550.54.15"), {}, "6.8.0-45-generic")
+    problems, _reasons = S.nvidia_state("550.90.07", "550.90.07", nvidia_module("550.54.15"), {}, "6.8.0-45-generic")
     assert problems == ["the nvidia module for kernel 6.8.0-45-generic is 550.54.15, the driver pinned is 550.90.07"]
-    problems, _ = S.nvidia_state("550.90.07", "550.90.07", nvidia_module("550.90.07"), None, "6.8.0-45-generic")
+    problems, _reasons = S.nvidia_state("550.90.07", "550.90.07", nvidia_module("550.90.07"), None, "6.8.0-45-generic")
     assert problems == ["no nvidia-peermem module for kernel 6.8.0-45-generic (GPUDirect RDMA would be off)"]
     assert S.nvidia_state("550.90.07", "550.90.07", nvidia_module("550.90.07"), None, "6.8.0-45-generic",
                           peermem_wanted=False) == ([], [])
@@ -64,30 +64,30 @@ def test_nvidia_module_missing_or_wrong_for_the_next_kernel():
 def test_ofed_built_for_the_kernel_that_will_boot():
     module = S.parse_modinfo(MODINFO)
     assert S.ofed_state("23.10-1.1.9.0", "23.10-1.1.9.0", module, "6.8.0-45-generic") == ([], [])
-    problems, _ = S.ofed_state("23.10-1.1.9.0", "23.10-1.1.9.0", None, "6.8.0-50-generic")
+    problems, _reasons = S.ofed_state("23.10-1.1.9.0", "23.10-1.1.9.0", None, "6.8.0-50-generic")
     assert problems == ["no mlx5_core module for kernel 6.8.0-50-generic: OFED 23.10-1.1.9.0 could not be built for it"]
-    problems, _ = S.ofed_state("23.10-1.1.9.0", "23.10-1.1.9.0", dict(module, kernel="6.8.0-40-generic"), "6.8.0-45-generic")
+    problems, _reasons = S.ofed_state("23.10-1.1.9.0", "23.10-1.1.9.0", dict(module, kernel="6.8.0-40-generic"), "6.8.0-45-generic")
     assert problems == ["mlx5_core for kernel 6.8.0-45-generic is built for 6.8.0-40-generic (OFED 23.10-1.1.9.0)"]
-    problems, _ = S.ofed_state("24.04-0.7.0.0", "23.10-1.1.9.0", module, "6.8.0-45-generic")
+    problems, _reasons = S.ofed_state("24.04-0.7.0.0", "23.10-1.1.9.0", module, "6.8.0-45-generic")
     assert problems == ["OFED 23.10-1.1.9.0 installed (ofed_info -s), the profile pins 24.04-0.7.0.0"]
 
 
 def test_ofed_loaded_module_differs_from_the_built_one():
     module = S.parse_modinfo(MODINFO)
-    _, reasons = S.ofed_state("23.10-1.1.9.0", "23.10-1.1.9.0", module, "6.8.0-45-generic",
-                              loaded_version="5.0-0", running_kernel="6.8.0-45-generic")
+    _problems, reasons = S.ofed_state("23.10-1.1.9.0", "23.10-1.1.9.0", module, "6.8.0-45-generic",
+                                      loaded_version="5.0-0", running_kernel="6.8.0-45-generic")
     assert reasons == ["OFED mlx5_core 5.0-0 loaded, 23.10 built for kernel 6.8.0-45-generic"]
     # another kernel running: the kernel role asks for that reboot; nothing to compare here
     assert S.ofed_state("23.10-1.1.9.0", None, module, "6.8.0-45-generic", "5.0-0", "6.8.0-40-generic") == ([], [])
 
 
 def test_nvidia_peermem_not_loaded_needs_the_boot_that_loads_it():
-    _, reasons = S.nvidia_state("550.90.07", "550.90.07", nvidia_module("550.90.07"), {}, "6.8.0-45-generic",
-                                peermem_loaded=False)
+    _problems, reasons = S.nvidia_state("550.90.07", "550.90.07", nvidia_module("550.90.07"), {}, "6.8.0-45-generic",
+                                        peermem_loaded=False)
     assert reasons == ["nvidia-peermem not loaded (loaded at boot from /etc/modules-load.d/nvidia-peermem.conf)"]
     # the driver reboot covers it; unknown or unwanted: no reason
-    _, reasons = S.nvidia_state("550.90.07", "535.183.01", nvidia_module("550.90.07"), {}, "6.8.0-45-generic",
-                                peermem_loaded=False)
+    _problems, reasons = S.nvidia_state("550.90.07", "535.183.01", nvidia_module("550.90.07"), {}, "6.8.0-45-generic",
+                                        peermem_loaded=False)
     assert reasons == ["NVIDIA driver 550.90.07 installed, 535.183.01 loaded"]
     assert S.nvidia_state("550.90.07", "550.90.07", nvidia_module("550.90.07"), None, "6.8.0-45-generic",
                           peermem_wanted=False, peermem_loaded=False) == ([], [])
