@@ -43,6 +43,7 @@ CONVERGE = """
         mode: "0644"
       delegate_to: localhost
       check_mode: false
+      changed_when: false    # the test's own record, not a change of the node
     # Until part 1's reboot role lands: the one reboot, only when a role asked for it.
     - name: The one reboot
       ansible.builtin.reboot:
@@ -212,3 +213,27 @@ def test_node_without_any_nvidia_software(lab, play):
     assert lab.boot_id("twin4") != booted
     assert lab.facts("twin4")["twin4"]["nvidia"]["driver_version"] == "550.90.07"
     assert lab.ssh("twin4", "systemctl is-active nvidia-fabricmanager").stdout.strip() == "active"
+
+
+def test_fabric_manager_that_will_not_start_is_reported_with_its_own_log(lab, play):
+    """A fabric manager that fails at start: verify fails with the unit's own last log lines and does
+    not retry it."""
+    dropin = "/etc/systemd/system/nvidia-fabricmanager.service.d/gpufleet-test.conf"
+    lab.ssh("twin4", "mkdir -p %s && printf '[Service]\\nExecStart=\\nExecStart=/bin/sh -c \"echo "
+                     "fabric manager failed to initialize NVSwitch 0000:05:00.0 >&2; exit 1\"\\n' > %s && "
+                     "systemctl daemon-reload && systemctl restart nvidia-fabricmanager; true" % (os.path.dirname(dropin), dropin))
+    try:
+        proc = play("""
+- hosts: twin4
+  gather_facts: false
+  tasks:
+    - ansible.builtin.include_role:
+        name: gpufleet.provision.nvidia_driver
+        tasks_from: verify
+""", extra=EXTRA)
+        assert proc.returncode != 0
+        assert "twin4: nvidia-fabricmanager did not start" in proc.stdout
+        assert "fabric manager failed to initialize NVSwitch 0000:05:00.0" in proc.stdout
+        assert lab.ssh("twin4", "systemctl is-active nvidia-fabricmanager", check=False).stdout.strip() != "active"
+    finally:
+        lab.ssh("twin4", "rm -f %s && systemctl daemon-reload && systemctl restart nvidia-fabricmanager" % dropin)
