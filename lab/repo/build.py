@@ -25,10 +25,21 @@ MAINTAINER = "gpufleet lab <lab@gpufleet.invalid>"
 # so "installed but not the pinned one" and "upgrade splits driver and FM" can happen), OFED at two.
 # Kernels as the fleet's Ubuntu 22.04 HWE archive names them (the profile pins linux-image-6.8.0-45-generic).
 KERNELS = [("6.8.0-40-generic", "6.8.0-40.40~22.04.3"), ("6.8.0-45-generic", "6.8.0-45.45~22.04.1")]
-NVIDIA = [("535", "535.183.01"), ("550", "550.54.15"), ("550", "550.90.07")]
+NVIDIA = [("535", "535.183.01"), ("550", "550.54.15"), ("550", "550.90.07"), ("580", "580.65.06")]
 NVIDIA_REVISION = "-0ubuntu0.22.04.1"
+# From R580 NVIDIA's CUDA repository ships the fabric manager unversioned, with CUDA's "-1" revision,
+# providing the branch name: nvidia-fabricmanager 580.65.06-1 Provides nvidia-fabricmanager-580
+# (asking apt for nvidia-fabricmanager-580=580.65.06-1 fails: it is only virtual). DOMAIN.md section 4.
+UNVERSIONED_FM_FROM = 580
+CUDA_REVISION = "-1"
+# Ubuntu's signed precompiled modules (one package per driver branch and kernel, versioned like the
+# kernel): only for 550.90.07 on the pinned kernel, so the other combinations take DKMS, as on a
+# real archive that lags behind. The "+1" suffix is *unverified*.
+PRECOMPILED = [("550", "550.90.07", "6.8.0-45-generic", "6.8.0-45.45~22.04.1+1")]
+NVIDIA_MODULES = "nvidia nvidia-modeset nvidia-uvm nvidia-peermem"
 # (MLNX_OFED release, mlnx-ofed-kernel Debian version, doca-ofed version) -- doca-ofed numbers *unverified*
 INFINIBAND_DIAGS = "2307mlnx47-1.2310119"  # as MLNX_OFED 23.10 names it (*unverified*)
+OFED_MODULES = "mlx5_core mlx5_ib ib_core ib_uverbs mlx_compat"
 OFED = [("23.10-1.1.9.0", "23.10.OFED.23.10.1.1.9.1-1", "2.5.0-0.0.1"),
         ("24.04-0.7.0.0", "24.04.OFED.24.04.0.7.0.1-1", "2.7.0-0.0.1")]
 
@@ -44,6 +55,86 @@ def _stand_in(name, **subst):
     for key, value in subst.items():
         text = text.replace("@%s@" % key, value)
     return text
+
+
+def _dkms_build(name, package, debversion, modversion, modules):
+    return _stand_in("twin-dkms-build", DKMSNAME=name, PACKAGE=package, DEBVERSION=debversion,
+                     MODVERSION=modversion, MODULES=modules)
+
+
+def _dkms_prerm(modules):
+    files = " ".join("$k/updates/dkms/%s.ko" % m for m in modules.split())
+    return ("#!/bin/sh\nset -e\nfor k in /lib/modules/*; do\n  rm -f %s\n"
+            "  depmod -a $(basename $k) 2>/dev/null || true\ndone\n" % files)
+
+
+def _nvidia(branch, upstream):
+    """The driver metapackage (with nvidia-smi and nvidia-persistenced stand-ins), its fabric manager
+    (branch-named, or from R580 unversioned providing the branch name) and its DKMS module package."""
+    version = upstream + NVIDIA_REVISION
+    subst = {"BRANCH": branch, "VERSION": upstream}
+    out = [{
+        # One driver at a time, like Ubuntu's packages (they all provide and conflict with this name).
+        "Package": "nvidia-driver-%s-server" % branch, "Version": version, "Section": "restricted/libs",
+        "Provides": "nvidia-driver-binary", "Conflicts": "nvidia-driver-binary",
+        "Description": "NVIDIA Server Driver metapackage -- gpufleet lab dummy",
+        "files": {
+            "/usr/bin/nvidia-smi": (0o755, _stand_in("nvidia-smi", **subst)),
+            "/usr/bin/nvidia-persistenced": (0o755, _stand_in("nvidia-persistenced", **subst)),
+            "/lib/systemd/system/nvidia-persistenced.service": (0o644, _stand_in("nvidia-persistenced.service")),
+            "/usr/share/nvidia/nvidia-application-profiles-%s-rc" % upstream: (0o644, "{\"rules\": [], \"profiles\": []}"),
+            "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so." + upstream: (0o644, "gpufleet lab dummy NVML " + upstream),
+        },
+        "links": {"/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1": "libnvidia-ml.so." + upstream},
+        "postinst": "#!/bin/sh\nset -e\nif [ -d /run/systemd/system ]; then systemctl daemon-reload || true; fi\n",
+    }]
+    fm = {
+        "Section": "restricted/libs", "Description": "Fabric Manager for NVSwitch based systems -- gpufleet lab dummy",
+        "files": {
+            "/usr/bin/nv-fabricmanager": (0o755, _stand_in("nv-fabricmanager", **subst)),
+            "/lib/systemd/system/nvidia-fabricmanager.service": (0o644, _stand_in("nvidia-fabricmanager.service")),
+            "/usr/share/nvidia/nvswitch/fabricmanager.cfg": (0o644, FM_CONFIG),
+        },
+        "postinst": "#!/bin/sh\nset -e\nif [ -d /run/systemd/system ]; then systemctl daemon-reload || true; fi\n",
+    }
+    if int(branch) >= UNVERSIONED_FM_FROM:
+        fm.update({"Package": "nvidia-fabricmanager", "Version": upstream + CUDA_REVISION,
+                   "Provides": "nvidia-fabricmanager-%s (= %s)" % (branch, upstream + CUDA_REVISION),
+                   "Conflicts": "nvidia-fabricmanager-%s" % branch})
+    else:
+        # No dependency on the exact driver version, as in the real archive: nothing stops a mismatch.
+        fm.update({"Package": "nvidia-fabricmanager-" + branch, "Version": version,
+                   "Provides": "nvidia-fabricmanager", "Conflicts": "nvidia-fabricmanager"})
+    out.append(fm)
+    dkms = "nvidia-dkms-%s-server" % branch
+    build = "/usr/lib/gpufleet-twin/nvidia-dkms-build"
+    out.append({
+        "Package": dkms, "Version": version, "Section": "restricted/kernel",
+        "Provides": "nvidia-dkms-kernel", "Conflicts": "nvidia-dkms-kernel",
+        "Description": "NVIDIA DKMS package (built for every kernel with headers) -- gpufleet lab dummy",
+        "files": {build: (0o755, _dkms_build("nvidia", dkms, version, upstream, NVIDIA_MODULES)),
+                  "/etc/kernel/header_postinst.d/nvidia-dkms": (0o755, "#!/bin/sh\nexec %s \"$1\"" % build)},
+        "postinst": "#!/bin/sh\nset -e\nif [ \"$1\" = configure ]; then %s; fi\n" % build,
+        "prerm": _dkms_prerm(NVIDIA_MODULES),
+    })
+    return out
+
+
+def _precompiled(branch, upstream, kernel, version):
+    """linux-modules-nvidia-<branch>-server-<kernel>: the driver's modules for one kernel, ready made."""
+    dest = "/lib/modules/%s/kernel/nvidia-%ssrv" % (kernel, branch)
+    build = "/usr/lib/gpufleet-twin/linux-modules-nvidia-%s-%s" % (branch, kernel)
+    name = "linux-modules-nvidia-%s-server-%s" % (branch, kernel)
+    script = _dkms_build("nvidia (precompiled)", name, version, upstream, NVIDIA_MODULES).replace(
+        '"/lib/modules/%s/updates/dkms" % kernel', repr(dest))
+    return {
+        "Package": name, "Version": version, "Section": "restricted/kernel",
+        "Description": "Linux kernel nvidia modules for version %s -- gpufleet lab dummy" % kernel,
+        "files": {build: (0o755, script)},
+        # written at configure time for exactly this kernel, like the files the real package ships
+        "postinst": "#!/bin/sh\nset -e\nif [ \"$1\" = configure ]; then %s %s; fi\n" % (build, kernel),
+        "prerm": "#!/bin/sh\nset -e\nrm -rf %s\ndepmod -a %s 2>/dev/null || true\n" % (dest, kernel),
+    }
 
 
 def packages():
@@ -74,32 +165,9 @@ def packages():
                         "  run-parts --report --exit-on-error --arg=%s /etc/kernel/header_postinst.d\nfi\n" % abi,
         })
     for branch, upstream in NVIDIA:
-        version = upstream + NVIDIA_REVISION
-        subst = {"BRANCH": branch, "VERSION": upstream}
-        # One driver at a time, like Ubuntu's packages (they all provide and conflict with this name).
-        out.append({
-            "Package": "nvidia-driver-%s-server" % branch, "Version": version, "Section": "restricted/libs",
-            "Provides": "nvidia-driver-binary", "Conflicts": "nvidia-driver-binary",
-            "Description": "NVIDIA Server Driver metapackage -- gpufleet lab dummy",
-            "files": {
-                "/usr/bin/nvidia-smi": (0o755, _stand_in("nvidia-smi", **subst)),
-                "/usr/share/nvidia/nvidia-application-profiles-%s-rc" % upstream: (0o644, "{\"rules\": [], \"profiles\": []}"),
-                "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so." + upstream: (0o644, "gpufleet lab dummy NVML " + upstream),
-            },
-            "links": {"/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1": "libnvidia-ml.so." + upstream},
-        })
-        # No dependency on the exact driver version, as in the real archive: nothing stops a mismatch.
-        out.append({
-            "Package": "nvidia-fabricmanager-" + branch, "Version": version, "Section": "restricted/libs",
-            "Provides": "nvidia-fabricmanager", "Conflicts": "nvidia-fabricmanager",
-            "Description": "Fabric Manager for NVSwitch based systems -- gpufleet lab dummy",
-            "files": {
-                "/usr/bin/nv-fabricmanager": (0o755, _stand_in("nv-fabricmanager", **subst)),
-                "/lib/systemd/system/nvidia-fabricmanager.service": (0o644, _stand_in("nvidia-fabricmanager.service")),
-                "/usr/share/nvidia/nvswitch/fabricmanager.cfg": (0o644, FM_CONFIG),
-            },
-            "postinst": "#!/bin/sh\nset -e\nif [ -d /run/systemd/system ]; then systemctl daemon-reload || true; fi\n",
-        })
+        out += _nvidia(branch, upstream)
+    for branch, upstream, kernel, version in PRECOMPILED:
+        out.append(_precompiled(branch, upstream, kernel, version))
     for ofed, kernel_version, doca_version in OFED:
         subst = {"OFED": ofed, "OFEDSHORT": ofed.split("-")[0], "DEBVERSION": kernel_version}
         out.append({
@@ -116,13 +184,12 @@ def packages():
             "Description": "DKMS support for mlnx-ofed kernel modules -- gpufleet lab dummy",
             "files": {"/usr/src/mlnx-ofed-kernel-%s/dkms.conf" % ofed.split("-")[0]:
                       (0o644, "PACKAGE_NAME=\"mlnx-ofed-kernel\"\nPACKAGE_VERSION=\"%s\"" % ofed.split("-")[0]),
-                      build: (0o755, _stand_in("twin-dkms-build", **subst)),
+                      build: (0o755, _dkms_build("mlnx-ofed-kernel", "mlnx-ofed-kernel-dkms", kernel_version,
+                                                 ofed.split("-")[0], OFED_MODULES)),
                       "/etc/kernel/header_postinst.d/mlnx-ofed-kernel": (0o755, "#!/bin/sh\nexec %s \"$1\"" % build)},
             # DKMS builds for every kernel with headers at install time, and removes its modules on removal.
             "postinst": "#!/bin/sh\nset -e\nif [ \"$1\" = configure ]; then %s; fi\n" % build,
-            "prerm": "#!/bin/sh\nset -e\nfor k in /lib/modules/*; do\n  rm -f $k/updates/dkms/mlx5_core.ko $k/updates/dkms/mlx5_ib.ko "
-                     "$k/updates/dkms/ib_core.ko $k/updates/dkms/ib_uverbs.ko $k/updates/dkms/mlx_compat.ko\n"
-                     "  depmod -a $(basename $k) 2>/dev/null || true\ndone\n",
+            "prerm": _dkms_prerm(OFED_MODULES),
         })
         out.append({
             "Package": "doca-ofed", "Version": doca_version, "Section": "net",

@@ -208,6 +208,25 @@ def boot_sysctl():
     return values
 
 
+def modules_loaded_at_boot(release, driver):
+    """Driver modules systemd-modules-load would load: named in /etc/modules-load.d/*.conf (or
+    /usr/lib/modules-load.d) and present for the booting kernel (a file under /lib/modules/<release>).
+    Only the NVIDIA driver's optional modules (nvidia-peermem), and only with the driver loaded."""
+    if not driver:
+        return []
+    wanted = set()
+    for folder in ("usr/lib/modules-load.d", "etc/modules-load.d"):
+        for path in glob.glob(os.path.join(_path(folder), "*.conf")):
+            with open(path) as handle:
+                wanted |= set(line.split("#")[0].strip().replace("-", "_") for line in handle if line.strip())
+    out = []
+    for name in sorted(wanted & {"nvidia_peermem"}):
+        pattern = os.path.join(_path("lib/modules", release), "**", name.replace("_", "-") + ".ko*")
+        if glob.glob(pattern, recursive=True):
+            out.append(name)
+    return out
+
+
 def load_renderer():
     path = os.path.join(LAB, "hw", "render.py")
     if not os.path.exists(path):
@@ -274,6 +293,11 @@ def boot():
         print("twin-boot: %s/hw/render.py absent: minimal view only (cmdline, kernel, driver, boot id)"
               % LAB, file=sys.stderr)
         minimal_view(state, tmp)
+    for module in modules_loaded_at_boot(state["kernel"]["release"], state["nvidia"]["driver_version"]):
+        os.makedirs(os.path.join(tmp, "sys/module", module), exist_ok=True)
+        with open(os.path.join(tmp, "sys/module", module, "version"), "w") as handle:
+            handle.write(state["nvidia"]["driver_version"] + "\n")
+        state.setdefault("modules_loaded", []).append(module)
     for key, value in sorted(boot_sysctl().items()):
         rel = os.path.join(tmp, SYSCTL_FILES[key])
         if os.path.exists(rel):

@@ -80,7 +80,7 @@ class Apt(_Backend):
 
     @staticmethod
     def _transaction(plan):
-        return ["%s=%s" % (n, v) for n, v, _ in plan["install"]] + ["%s-" % n for n in plan["remove"]]
+        return ["%s=%s" % (n, v) for n, v, _old in plan["install"]] + ["%s-" % n for n in plan["remove"]]
 
     def simulate(self, plan):
         """apt's own prediction of the transaction (dependency-driven changes included)."""
@@ -121,7 +121,7 @@ class Dnf(_Backend):
         self._call(["dnf", "makecache", "-q"], "dnf makecache")
 
     def offered(self, names):
-        rc, out, _ = self._run(["dnf", "list", "--showduplicates", "-q"] + list(names))
+        rc, out, _err = self._run(["dnf", "list", "--showduplicates", "-q"] + list(names))
         listed = P.parse_dnf_list(out if rc in (0, 1) else "")
         offered = {}
         for section in ("available", "installed"):
@@ -158,7 +158,7 @@ class Dnf(_Backend):
             self._call(["dnf", "-y", "remove"] + plan["remove"], "dnf remove")
         out = ""
         if plan["install"]:
-            out = self._call(["dnf", "-y", "install", "--allowerasing"] + ["%s-%s" % (n, v) for n, v, _ in plan["install"]],
+            out = self._call(["dnf", "-y", "install", "--allowerasing"] + ["%s-%s" % (n, v) for n, v, _old in plan["install"]],
                              "dnf install")
         if plan["hold"]:
             versions = dict((r["name"], r["version"]) for r in resolved)
@@ -186,7 +186,7 @@ def converge(backend, pins, state, set_name, check_mode, update_cache=False):
     todo = P.plan(resolved, installed, held, current_prefs, wanted_prefs)
     names_shown = sorted(set(r["name"] for r in resolved) | set(todo["remove"]))
     after_installed = dict(installed)
-    after_installed.update((n, v) for n, v, _ in todo["install"])
+    after_installed.update((n, v) for n, v, _old in todo["install"])
     for name in todo["remove"]:
         after_installed.pop(name, None)
     after_held = (held - set(todo["unhold"]) - set(todo["remove"])) | set(todo["hold"])

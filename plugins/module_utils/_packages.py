@@ -383,7 +383,7 @@ def resolve(pins, offered, providers, installed):
             errors.append("%s: not in the repositories (no package has or provides this name)" % name)
             continue
         fitting = [(n, v) for n, v in candidates if matches(want, v)]
-        packages = sorted(set(n for n, _ in fitting))
+        packages = sorted(set(n for n, _v in fitting))
         if len(packages) > 1:
             errors.append("%s %s: provided by several packages (%s): pin one of them by name"
                           % (name, want, ", ".join(packages)))
@@ -392,7 +392,7 @@ def resolve(pins, offered, providers, installed):
         if current is not None and matches(want, current):
             pick = current
         else:
-            pick = _newest_first([v for _, v in fitting])[0] if fitting else None
+            pick = _newest_first([v for _n, v in fitting])[0] if fitting else None
         if pick is None:
             offer = ", ".join("%s %s" % (n, v) if n != name else v for n, v in candidates)
             errors.append("%s: version %s not in the repositories (offered: %s)" % (name, want, offer))
@@ -434,7 +434,7 @@ def plan(resolved, installed, held, preferences_current=None, preferences_wanted
         for name in sorted(installed):
             if name not in pinned and name not in remove and any(fnmatch.fnmatchcase(name, p) for p in r["replaces"]):
                 remove.append(name)
-    changing = set(n for n, _, _ in install) | set(remove)
+    changing = set(item[0] for item in install) | set(remove)
     unhold = sorted(n for n in changing if n in held)
     hold = sorted(n for n in pinned if n not in held or n in unhold)
     out = {"install": install, "remove": remove, "unhold": unhold, "hold": hold, "preferences": None}

@@ -99,6 +99,11 @@ SCHEMA = {
     "nvidia": _opt("dict", options={
         "driver_version": _opt("str"),
         "fabricmanager": _opt("bool"),
+        "flavor": _opt("str", choices=["server", "open", "server-open"]),
+        "imex": _opt("bool"),
+        "nvlsm": _opt("bool"),
+        "peermem": _opt("bool"),
+        "persistenced": _opt("bool"),
     }),
     "nic": _opt("dict", options={
         "rails": _opt("int"),
@@ -115,6 +120,7 @@ SCHEMA = {
     "ofed": _opt("dict", options={
         "version": _opt("str"),
         "kernel_match": _opt("bool"),
+        "distribution": _opt("str", choices=["mlnx_ofed", "doca_ofed"]),
     }),
     "firmware": _opt("dict", options={
         "nic": _opt("dict", values="str"),

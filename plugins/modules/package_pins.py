@@ -65,7 +65,7 @@ options:
     default: auto
   set_name:
     description:
-      - Name of the pin set, one per calling role (for example C(gpufleet-nvidia_driver)). apt: the
+      - Name of the pin set, one per calling role (for example C(gpufleet-nvidia_driver)). On apt the
         preferences file C(<preferences_dir>/<set_name>.pref) holds exactly this set's pins.
     type: str
     default: gpufleet

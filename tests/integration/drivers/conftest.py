@@ -4,6 +4,7 @@ same one, imported; run this folder alone (pytest tests/integration/drivers) to 
 import importlib.util
 import json
 import os
+import subprocess
 import time
 
 import pytest
@@ -36,21 +37,25 @@ def module(lab):
       delegate_to: localhost
       check_mode: false
 """ % (host, name, json.dumps(args), out)
-        extra_args = (["--check"] if check else []) + (["--diff"] if diff else [])
-        proc = lab.playbook(play, extra=None, check=False) if not extra_args else _playbook(lab, play, extra_args)
+        proc = _playbook(lab, play, (["--check"] if check else []) + (["--diff"] if diff else []))
         assert os.path.exists(out), "no result:\n%s\n%s" % (proc.stdout[-3000:], proc.stderr[-2000:])
         with open(out) as handle:
             return json.load(handle)
     return _run
 
 
-def _playbook(lab, text, args):
-    import subprocess
+@pytest.fixture
+def play(lab):
+    """play(text, *args, extra=None) -> the finished ansible-playbook process (args: --check, --diff...)."""
+    return lambda text, *args, extra=None: _playbook(lab, text, list(args) + (["-e", json.dumps(extra)] if extra else []))
+
+
+def _playbook(lab, text, args, timeout=900):
     path = os.path.join(lab.base, "play-%d.yml" % time.monotonic_ns())
     with open(path, "w") as handle:
         handle.write(text)
     cmd = [os.path.join(_LAB.VENV_BIN, "ansible-playbook"), "-i", lab.inventory_dir, path] + args
-    return subprocess.run(cmd, env=lab.env, capture_output=True, text=True, timeout=600, cwd=lab.base)
+    return subprocess.run(cmd, env=lab.env, capture_output=True, text=True, timeout=timeout, cwd=lab.base)
 
 
 @pytest.fixture

@@ -125,8 +125,9 @@ def test_matches_exact_upstream_epoch_not_prefix():
     ("1.0~rc1", "1.0"), ("9.9-1", "1:0.1-1"), ("2.5.0-0.0.1", "2.7.0-0.0.1"), ("5.2.15-2+b8", "5.2.15-2+b13"),
     ("6.8.0-40.40~22.04.3", "6.8.0-45.45~22.04.1")])
 def test_compare_versions(a, b):
-    assert P.compare_versions(a, b) < 0 < P.compare_versions(b, a)
-    assert P.compare_versions(a, a) == 0
+    older, newer = a, b
+    assert P.compare_versions(older, newer) < 0 < P.compare_versions(newer, older)
+    assert P.compare_versions(older, older) == 0
 
 
 # ---- resolution -------------------------------------------------------------------------------

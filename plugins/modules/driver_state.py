@@ -1,0 +1,159 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: driver_state
+short_description: Compare the loaded NVIDIA driver and OFED modules with the ones the next boot will load
+version_added: 0.2.0
+description:
+  - Reads the running driver version under O(root) (C(sys/module/nvidia/version)), the OFED release
+    (C(ofed_info -s)) and, with C(modinfo -k), the C(nvidia), C(nvidia-peermem) and C(mlx5_core)
+    modules on disk for O(kernel_release), the kernel that will boot (not necessarily the running one).
+  - Returns C(reboot_required) and C(reboot_reasons) computed from that state (docs/roles.md section 3)
+    and C(problems), a module missing or of another version for that kernel. With O(fail_on_problems)
+    the task fails naming both versions, before any reboot.
+  - Never changes anything.
+author:
+  - gpufleet maintainers (@gpufleet)
+extends_documentation_fragment:
+  - gpufleet.provision.hardware_root
+  - gpufleet.provision.hardware_root.READ_ONLY
+options:
+  area:
+    description: V(nvidia) (driver, nvidia-peermem) or V(ofed) (mlx5_core, ofed_info).
+    type: str
+    choices: [nvidia, ofed]
+    required: true
+  kernel_release:
+    description: The kernel that will boot; empty means the running kernel (C(proc/sys/kernel/osrelease) under O(root)).
+    type: str
+    default: ""
+  driver_version:
+    description: The pinned NVIDIA driver version (area V(nvidia)).
+    type: str
+  peermem:
+    description: Require the nvidia-peermem module for that kernel (area V(nvidia)).
+    type: bool
+    default: true
+  ofed_release:
+    description: The pinned OFED release as C(ofed_info -s) prints it (area V(ofed)).
+    type: str
+  fail_on_problems:
+    description: Fail when a problem is found.
+    type: bool
+    default: true
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying the target.
+    support: full
+    details: Read-only; reports the same in check mode.
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: none
+  idempotent:
+    description: When run twice in a row with the same arguments, the second run reports no change.
+    support: full
+"""
+
+EXAMPLES = r"""
+- name: Driver modules for the kernel that will boot, and the reboot they need
+  gpufleet.provision.driver_state:
+    root: "{{ gpufleet_hardware_root | default('/') }}"
+    area: nvidia
+    kernel_release: 6.8.0-45-generic
+    driver_version: "550.90.07"
+  register: state
+"""
+
+RETURN = r"""
+kernel_release: {description: The kernel the modules were looked up for., returned: always, type: str}
+loaded: {description: "Running driver version (area nvidia) or mlx5_core version (area ofed), or null.", returned: always, type: str}
+modules:
+  description: C(modinfo) fields per module name (C(filename), C(version), C(vermagic), C(kernel)), null when absent.
+  returned: always
+  type: dict
+ofed_release: {description: "ofed_info -s of the node (area ofed), or null.", returned: always, type: str}
+peermem_loaded: {description: "nvidia-peermem runs now (null: no driver loaded).", returned: area nvidia, type: bool}
+problems: {description: What would leave the next boot without a working module., returned: always, type: list, elements: str}
+reboot_required: {description: The loaded modules differ from the ones the next boot loads., returned: always, type: bool}
+reboot_reasons: {description: One line per reason., returned: always, type: list, elements: str}
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpufleet.provision.plugins.module_utils import _driver_state as S
+
+
+def _read(root, rel):
+    try:
+        with open(os.path.join(root, rel)) as handle:
+            return handle.read().strip() or None
+    except (IOError, OSError):
+        return None
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            root=dict(type="path", default="/"),
+            area=dict(type="str", choices=["nvidia", "ofed"], required=True),
+            kernel_release=dict(type="str", default=""),
+            driver_version=dict(type="str"),
+            peermem=dict(type="bool", default=True),
+            ofed_release=dict(type="str"),
+            fail_on_problems=dict(type="bool", default=True),
+        ),
+        required_if=[("area", "nvidia", ["driver_version"])],
+        supports_check_mode=True,
+    )
+    p = module.params
+    root = p["root"]
+    if not os.path.isdir(root):
+        module.fail_json(msg="driver_state: root %s is not a folder" % root)
+    running = _read(root, "proc/sys/kernel/osrelease")
+    kernel = p["kernel_release"] or running
+    if not kernel:
+        module.fail_json(msg="driver_state: no kernel_release given and %s unreadable"
+                         % os.path.join(root, "proc/sys/kernel/osrelease"))
+
+    def modinfo(name):
+        rc, out, _err = module.run_command(["modinfo", "-k", kernel, name], environ_update={"LC_ALL": "C"})
+        return S.parse_modinfo(out) if rc == 0 and out.strip() else None
+
+    if module.get_bin_path("modinfo") is None:
+        module.fail_json(msg="driver_state: modinfo (kmod) not found on the node")
+    result = {"changed": False, "kernel_release": kernel, "ofed_release": None}
+    if p["area"] == "nvidia":
+        loaded = _read(root, "sys/module/nvidia/version")
+        mods = {"nvidia": modinfo("nvidia"), "nvidia-peermem": modinfo("nvidia-peermem") if p["peermem"] else None}
+        peermem_loaded = os.path.isdir(os.path.join(root, "sys/module/nvidia_peermem")) if loaded else None
+        result["peermem_loaded"] = peermem_loaded
+        problems, reasons = S.nvidia_state(p["driver_version"], loaded, mods["nvidia"], mods["nvidia-peermem"],
+                                           kernel, peermem_wanted=p["peermem"], peermem_loaded=peermem_loaded)
+    else:
+        loaded = _read(root, "sys/module/mlx5_core/version")
+        mods = {"mlx5_core": modinfo("mlx5_core")}
+        installed = None
+        if module.get_bin_path("ofed_info"):
+            rc, out, _err = module.run_command(["ofed_info", "-s"])
+            if rc == 0:
+                installed = S.parse_ofed_release(out)
+        result["ofed_release"] = installed
+        problems, reasons = S.ofed_state(p["ofed_release"], installed, mods["mlx5_core"], kernel, loaded, running)
+    result.update(loaded=loaded, modules=mods, problems=problems, reboot_reasons=reasons,
+                  reboot_required=bool(reasons))
+    if problems and p["fail_on_problems"]:
+        module.fail_json(msg="driver_state (%s, kernel %s): %s" % (p["area"], kernel, "; ".join(problems)), **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
