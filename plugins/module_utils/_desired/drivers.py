@@ -207,7 +207,9 @@ def held_packages(profile, os_family=None, nvswitch_present=None, **context):
         if name not in out:
             out.append(name)
     if "kernel_packages" in AREAS:
-        kernel = AREAS["kernel_packages"](profile, os_family=os_family, **context) or []
+        # kernel_packages (part 1) names OS families as Ansible does: Debian, RedHat
+        family = "Debian" if _family(os_family, profile) == "debian" else "RedHat"
+        kernel = AREAS["kernel_packages"](profile, os_family=family, **context) or []
         for item in kernel:
             name = item.get("name") if isinstance(item, dict) else item
             if name and name not in out:

@@ -30,6 +30,9 @@ def healthy_inputs():
             "nvidia-driver-550-server": [{"name": "nvidia-driver-550-server", "version": "550.90.07-0ubuntu1", "source": "apt"}],
             "nvidia-fabricmanager-550": [{"name": "nvidia-fabricmanager-550", "version": "550.90.07-1", "source": "apt"}],
             "linux-image-6.8.0-45-generic": [{"name": "linux-image-6.8.0-45-generic", "version": "6.8.0-45.45", "source": "apt"}],
+            "linux-headers-6.8.0-45-generic": [{"name": "linux-headers-6.8.0-45-generic", "version": "6.8.0-45.45", "source": "apt"}],
+            "mlnx-ofed-kernel-utils": [{"name": "mlnx-ofed-kernel-utils", "version": "23.10.OFED.23.10.1.1.9.1-1", "source": "apt"}],
+            "mlnx-ofed-kernel-dkms": [{"name": "mlnx-ofed-kernel-dkms", "version": "23.10.OFED.23.10.1.1.9.1-1", "source": "apt"}],
         },
         "services": {"nvidia-fabricmanager.service": {"name": "nvidia-fabricmanager.service", "state": "running",
                                                       "status": "enabled", "source": "systemd"}},
@@ -37,7 +40,8 @@ def healthy_inputs():
             "nvidia_smi_q": smi,
             "ofed_info": "MLNX_OFED_LINUX-23.10-1.1.9.0:\n",
             "modinfo_mlx5_core": "6.8.0-45-generic SMP preempt mod_unload modversions\n",
-            "apt_mark_showhold": "linux-image-6.8.0-45-generic\nnvidia-driver-550-server\nnvidia-fabricmanager-550\n",
+            "apt_mark_showhold": ("linux-headers-6.8.0-45-generic\nlinux-image-6.8.0-45-generic\nmlnx-ofed-kernel-dkms\n"
+                                  "mlnx-ofed-kernel-utils\nnvidia-driver-550-server\nnvidia-fabricmanager-550\n"),
         },
     }
 

@@ -207,6 +207,9 @@ class Node:
             "nvidia-driver-550-server": [{"name": "nvidia-driver-550-server", "version": "550.90.07-0ubuntu1", "arch": "amd64", "source": "apt"}],
             "nvidia-fabricmanager-550": [{"name": "nvidia-fabricmanager-550", "version": "550.90.07-1", "arch": "amd64", "source": "apt"}],
             "linux-image-6.8.0-45-generic": [{"name": "linux-image-6.8.0-45-generic", "version": "6.8.0-45.45", "arch": "amd64", "source": "apt"}],
+            "linux-headers-6.8.0-45-generic": [{"name": "linux-headers-6.8.0-45-generic", "version": "6.8.0-45.45", "arch": "amd64", "source": "apt"}],
+            "mlnx-ofed-kernel-utils": [{"name": "mlnx-ofed-kernel-utils", "version": "23.10.OFED.23.10.1.1.9.1-1", "arch": "amd64", "source": "apt"}],
+            "mlnx-ofed-kernel-dkms": [{"name": "mlnx-ofed-kernel-dkms", "version": "23.10.OFED.23.10.1.1.9.1-1", "arch": "all", "source": "apt"}],
         }
         self.services = {
             "nvidia-fabricmanager.service": {"name": "nvidia-fabricmanager.service", "state": "running", "status": "enabled", "source": "systemd"},
@@ -215,7 +218,7 @@ class Node:
             "nvidia_smi_q": nvidia_smi_q(gpus),
             "ofed_info": "MLNX_OFED_LINUX-23.10-1.1.9.0:\n",
             "modinfo_mlx5_core": "6.8.0-45-generic SMP preempt mod_unload modversions \n",
-            "apt_mark_showhold": "linux-image-6.8.0-45-generic\nnvidia-driver-550-server\nnvidia-fabricmanager-550\n",
+            "apt_mark_showhold": "linux-headers-6.8.0-45-generic\nlinux-image-6.8.0-45-generic\nmlnx-ofed-kernel-dkms\nmlnx-ofed-kernel-utils\nnvidia-driver-550-server\nnvidia-fabricmanager-550\n",
             "nccl_debug": nccl([n["name"] for n in rails]),
             "h2d_bandwidth": h2d([48.9, 48.87, 48.95, 48.9, 48.88, 48.93, 48.86, 48.92][:len(gpus)]),
             "kernel_log": KERNEL_LOG,

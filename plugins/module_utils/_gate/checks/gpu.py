@@ -10,6 +10,7 @@ __metaclass__ = type
 import re
 
 from ansible_collections.gpufleet.provision.plugins.module_utils import _profile
+from ansible_collections.gpufleet.provision.plugins.module_utils._desired import drivers
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.framework import NotAsked, Skip, outcome, registrar
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.parsers.kernel_log import XID_MEANING, parse_xids
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.parsers.nvidia_smi import (
@@ -123,7 +124,7 @@ def _gpu_link(ctx):
 @check("nvidia.driver", "a node on another NVIDIA driver than the fleet: benchmarks diverge, FM mismatch",
        "install the profile's driver version (pin the upstream version, any revision), apt-mark hold it, reboot or reload the modules")
 def _driver(ctx):
-    want = ctx.want("nvidia", "driver_version")
+    want = drivers.driver_expected(ctx.profile) or ctx.want("nvidia", "driver_version")
     nv = ctx.facts.get("nvidia") or {}
     if nv.get("loaded") is False:
         return "fail", None, want, "nvidia kernel module not loaded"
@@ -152,14 +153,16 @@ def _fm_packages(packages):
        "the driver, systemctl enable --now nvidia-fabricmanager")
 def _fabricmanager(ctx):
     nv = ctx.facts.get("nvidia") or {}
-    required = _profile.section(ctx.profile, "nvidia", "fabricmanager")
+    # what the nvidia_driver role installs: the profile's choice, else where NVSwitches are (_desired)
+    fm = drivers.fabricmanager_expected(ctx.profile, nv.get("nvswitch_present"))
+    required = fm["required"]
     if required is None:
-        required = ctx.need(nv.get("nvswitch_present"), ["proc/driver/nvidia-nvswitch*"], "NVSwitch presence")
+        required = ctx.need(None, ["proc/driver/nvidia-nvswitch*"], "NVSwitch presence")
     if not required:
         if not ctx.facts.get("gpus"):
             raise Skip("no data: no GPU found")
         return "pass", {"nvswitches": nv.get("nvswitch_count")}, {"required": False}, "not required: no NVSwitch"
-    driver = _profile.section(ctx.profile, "nvidia", "driver_version") or nv.get("driver_version")
+    driver = fm["version"] or nv.get("driver_version")
     failures, unknown, observed = [], [], {"nvswitches": nv.get("nvswitch_count")}
     if ctx.packages is None:
         unknown.append("packages not collected")

@@ -8,6 +8,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpufleet.provision.plugins.module_utils import _pcie, _profile
+from ansible_collections.gpufleet.provision.plugins.module_utils._desired import drivers
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.framework import CheckError, Skip, outcome, registrar
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.parsers.ofed import parse_mlxconfig, parse_ofed_info, parse_vermagic
 
@@ -188,7 +189,7 @@ def _ats(ctx):
 @check("ofed.version", "an OFED release other than the fleet's (known bugs, mismatched firmware expectations)",
        "install the profile's DOCA-OFED/MLNX_OFED version")
 def _ofed_version(ctx):
-    want = ctx.want("ofed", "version")
+    want = drivers.ofed_expected(ctx.profile) or ctx.want("ofed", "version")
     text = ctx.output("ofed_info", "ofed_info -s")
     try:
         version = parse_ofed_info(text)

@@ -9,6 +9,7 @@ __metaclass__ = type
 
 import fnmatch
 
+from ansible_collections.gpufleet.provision.plugins.module_utils._desired import drivers
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.framework import outcome, registrar
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.parsers.packages import parse_versionlock
 
@@ -21,7 +22,12 @@ check = registrar(CHECKS)
        "apt-mark hold the pinned packages (driver, fabric manager, kernel) so an upgrade cannot split them "
        "(RHEL family: dnf versionlock add)")
 def _held(ctx):
-    want = ctx.want("packages", "held")
+    # what the roles hold: the profile's packages.held plus every pin of the kernel, driver and OFED
+    # roles (_desired.held_packages), so a pinned package that drifts is caught even when unlisted
+    want = drivers.held_expected(ctx.profile, (ctx.facts.get("os") or {}).get("ID"),
+                                 (ctx.facts.get("nvidia") or {}).get("nvswitch_present"))
+    if not want:
+        ctx.want("packages", "held")
     if ctx.outputs.get("apt_mark_showhold") is None and ctx.outputs.get("dnf_versionlock") is not None:
         held = parse_versionlock(ctx.output("dnf_versionlock", "dnf versionlock list"))
     else:

@@ -153,6 +153,10 @@ def sample_inputs(facts=None, profile=None):
         "nvidia-driver-550-server": [{"name": "nvidia-driver-550-server", "version": "550.90.07-0ubuntu1", "source": "apt"}],
         "nvidia-fabricmanager-550": [{"name": "nvidia-fabricmanager-550", "version": "550.90.07-1", "source": "apt"}],
         "bash": [{"name": "bash", "version": "5.1-6ubuntu1", "source": "apt"}],
+        "mlnx-ofed-kernel-utils": [{"name": "mlnx-ofed-kernel-utils", "version": "23.10.OFED.23.10.1.1.9.1-1", "source": "apt"}],
+        "mlnx-ofed-kernel-dkms": [{"name": "mlnx-ofed-kernel-dkms", "version": "23.10.OFED.23.10.1.1.9.1-1", "source": "apt"}],
+        "linux-image-6.8.0-45-generic": [{"name": "linux-image-6.8.0-45-generic", "version": "6.8.0-45.45", "source": "apt"}],
+        "linux-headers-6.8.0-45-generic": [{"name": "linux-headers-6.8.0-45-generic", "version": "6.8.0-45.45", "source": "apt"}],
     }
     services = {"nvidia-fabricmanager.service": {"name": "nvidia-fabricmanager.service", "state": "running",
                                                  "status": "enabled", "source": "systemd"}}
@@ -160,7 +164,9 @@ def sample_inputs(facts=None, profile=None):
         "nvidia_smi_q": nvidia_smi_q(facts),
         "ofed_info": "MLNX_OFED_LINUX-23.10-1.1.9.0:\n",
         "modinfo_mlx5_core": "6.8.0-45-generic SMP preempt mod_unload modversions \n",
-        "apt_mark_showhold": "nvidia-driver-550-server\nnvidia-fabricmanager-550\n",
+        # what the roles hold (_desired.held_packages): the profile's list, the kernel, driver and OFED pins
+        "apt_mark_showhold": ("nvidia-driver-550-server\nnvidia-fabricmanager-550\nmlnx-ofed-kernel-utils\nmlnx-ofed-kernel-dkms\n"
+                              "linux-image-6.8.0-45-generic\nlinux-headers-6.8.0-45-generic\n"),
         "nccl_debug": NCCL_IB,
         "h2d_bandwidth": H2D,
     }
@@ -487,7 +493,9 @@ def test_held_packages_on_the_rhel_family_come_from_dnf_versionlock():
     ctx.outputs["dnf_versionlock"] = ("Last metadata expiration check: 0:12:01 ago on Sun 29 Nov 2026 08:00:00 AM UTC.\n"
                                       "nvidia-driver-550-server-3:550.90.07-1.el9.*\nnvidia-fabricmanager-550-550.90.07-1.*\n")
     assert pkgparse.parse_versionlock(ctx.outputs["dnf_versionlock"]) == {"nvidia-driver-550-server", "nvidia-fabricmanager-550"}
+    ctx.outputs["dnf_versionlock"] += "".join("%s-0:1.0-1.*\n" % n for n in (
+        "mlnx-ofed-kernel-utils", "mlnx-ofed-kernel-dkms", "linux-image-6.8.0-45-generic", "linux-headers-6.8.0-45-generic"))
     assert statuses(gate.evaluate(ctx))["packages.held"] == "pass"
-    ctx.outputs["dnf_versionlock"] = "nvidia-driver-550-server-3:550.90.07-1.el9.*\n"
+    ctx.outputs["dnf_versionlock"] = ctx.outputs["dnf_versionlock"].replace("nvidia-fabricmanager-550-550.90.07-1.*\n", "")
     check = next(c for c in gate.evaluate(ctx)["checks"] if c["id"] == "packages.held")
     assert check["status"] == "fail" and check["reason"] == "nvidia-fabricmanager-550: installed, not held"
