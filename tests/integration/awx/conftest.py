@@ -172,6 +172,8 @@ class Job:
 
 
 class Result:
+    secrets = (BMC_PASSWORD, VAULT_PASSWORD)
+
     def __init__(self, artifacts, proc):
         self.artifacts = artifacts
         self.proc = proc
