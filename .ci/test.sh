@@ -33,6 +33,7 @@ static() {
   step sanity-2.19 env VENV=.venv bash .ci/sanity.sh
   step sanity-2.16 env VENV=.venv-2.16 bash .ci/sanity.sh
   step lint "$BIN/ansible-lint" --offline -q
+  step changelog-lint "$BIN/antsibull-changelog" lint
   step build bash .ci/build.sh
   step galaxy-importer bash .ci/importer.sh
   step docs-lint bash .ci/docs.sh lint

@@ -149,7 +149,7 @@ class Job:
         env_dir = os.path.join(self.pdd, "env")
         os.makedirs(env_dir, exist_ok=True)
         vaulted = dict(extravars)
-        text = yaml.safe_dump(vaulted, sort_keys=False)
+        text = yaml.safe_dump(vaulted, sort_keys=False) if vaulted else ""
         text += "gpufleet_bmc_password: !vault |%s" % vault_encrypt(BMC_PASSWORD, VAULT_PASSWORD)
         with open(os.path.join(env_dir, "extravars"), "w") as handle:
             handle.write(text)

@@ -1,5 +1,6 @@
 """The project as a new user, Galaxy and AWX meet it (issue 14, items 1, 2, 9): a checkout that runs
 as it is, a tarball without the lab, and the lab's GRUB tests passing from a clone under /tmp."""
+import json
 import os
 import subprocess
 import sys
@@ -75,3 +76,20 @@ def test_lab_grub_tests_pass_from_a_clone_under_tmp(clone):
                            "tests/integration/lab/test_lab_parts.py", "-k", "update_grub"],
                           cwd=clone, env=_env(), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and "2 passed" in proc.stdout, proc.stdout[-3000:]
+
+
+def test_the_example_inventory_parses_and_gives_each_class_its_profile(tmp_path):
+    proc = subprocess.run([os.path.join(BIN, "ansible-inventory"), "-i", os.path.join(REPO, "inventories", "example"),
+                           "--list", "--export"], env=_env(), capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    inv = json.loads(proc.stdout)
+    assert inv["rack01"]["hosts"] == ["gpu001", "gpu002"] and "rack03" in inv["hgx_h200"]["children"]
+    assert inv["fabric_capture"]["hosts"] == ["gpu001"]
+    # the variables the roles read resolve for a node of each class (the vault's placeholders included)
+    for host, profile in (("gpu001", "hgx-h100"), ("gpu033", "hgx-h200")):
+        proc = subprocess.run([os.path.join(BIN, "ansible"), "-i", os.path.join(REPO, "inventories", "example"), host,
+                               "-m", "ansible.builtin.debug", "-a",
+                               "msg={{ [validate_profile, bios_settings.snc, gpufleet_bmc_address, validate_report_dir] }}"],
+                              env=_env(), capture_output=True, text=True, timeout=120, cwd=REPO)
+        assert proc.returncode == 0 and profile in proc.stdout and "snc4" in proc.stdout, proc.stdout + proc.stderr
+        assert "/srv/gpufleet/gate" in proc.stdout
