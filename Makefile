@@ -63,7 +63,8 @@ ee: build
 
 # One scenario per role over the lab's twins (molecule/README.md).
 molecule: venv link deps
-	$(BIN)/molecule test --all
+	$(BIN)/python molecule/_shared/lab.py inventory
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/molecule test --all
 
 # The lab: 4 twin nodes + 4 BMCs on 127.0.0.1 (needs root; docs/lab.md).
 lab-up: venv link deps

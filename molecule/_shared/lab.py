@@ -1,7 +1,9 @@
 """The lab for molecule: the lab tests' private lab (shifted ports, prefixed containers: the
 GPUFLEET_LABTEST_SHIFT / GPUFLEET_LABTEST_PREFIX environment, as for the lab tests), its state and
-inventory in <checkout>/.build/molecule-lab. `python molecule/_shared/lab.py up|down`.
-Run by the scenarios' create and destroy playbooks; never touches the default lab."""
+inventory in <checkout>/.build/molecule-lab. `python molecule/_shared/lab.py inventory|up|down`.
+`inventory` writes the inventory only (molecule links it in before anything runs: `make molecule`
+does it first); up and down are run by the scenarios' create and destroy playbooks. Never touches
+the default lab."""
 import importlib.util
 import os
 import sys
@@ -23,6 +25,9 @@ def main(action):
     os.makedirs(BASE, exist_ok=True)
     lab = _lab_class()(BASE)
     lab.write_inventory()
+    if action == "inventory":
+        print(os.path.join(BASE, "inventory"))
+        return 0
     proc = lab.lab_sh(action, timeout=1500)
     sys.stdout.write(proc.stdout)
     sys.stderr.write(proc.stderr)
@@ -30,6 +35,6 @@ def main(action):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2 or sys.argv[1] not in ("up", "down", "status"):
-        sys.exit("usage: lab.py up|down|status")
+    if len(sys.argv) != 2 or sys.argv[1] not in ("inventory", "up", "down", "status"):
+        sys.exit("usage: lab.py inventory|up|down|status")
     sys.exit(main(sys.argv[1]))

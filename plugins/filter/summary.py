@@ -59,7 +59,7 @@ def node_state(hostvars, host, active):
         entry["status"] = "READY" if report["status"] == "pass" else "QUARANTINED"
         entry["profile"] = report.get("profile")
         entry["checks"] = [dict(id=c.get("id"), status=c.get("status"), remedy=_short(c.get("remedy") or "", 400),
-                                       reason=_short(c.get("reason") or "", 400))
+                                reason=_short(c.get("reason") or "", 400))
                            for c in report.get("checks") or [] if c.get("status") in ("fail", "error")]
     else:
         entry["status"] = "NOT GATED"
@@ -158,8 +158,8 @@ def render(nodes, run):
         lines.append("Fabric       not built in this run")
     else:
         total = sum(anomalies.values())
-        lines.append("Fabric       %d anomal%s%s" % (total, "y" if total == 1 else "ies",
-                                                   (": " + ", ".join("%s %d" % kv for kv in anomalies.items())) if total else ""))
+        kinds = (": " + ", ".join("%s %d" % kv for kv in anomalies.items())) if total else ""
+        lines.append("Fabric       %d anomal%s%s" % (total, "y" if total == 1 else "ies", kinds))
     return lines
 
 
@@ -168,8 +168,8 @@ def run_summary(hostvars, nodes, active=None, controller="localhost"):
     if not isinstance(nodes, (list, tuple)):
         raise AnsibleFilterError("run_summary: nodes must be a list of host names, got %r" % (nodes,))
     active = set(nodes if active is None else active)
-    names = [to_text(n) for n in nodes if not (n == controller and _get(hostvars, n, "__validate_result") is None
-                                              and _get(hostvars, n, "gpufleet_failure") is None)]
+    names = [to_text(n) for n in nodes
+             if not (n == controller and _get(hostvars, n, "__validate_result") is None and _get(hostvars, n, "gpufleet_failure") is None)]
     entries = [node_state(hostvars, n, active) for n in names]
     first = names[0] if names else controller
     run = {"report_dir": to_text(_get(hostvars, first, "validate_report_dir", "") or ""),
@@ -179,16 +179,15 @@ def run_summary(hostvars, nodes, active=None, controller="localhost"):
            "anomalies": anomaly_counts(_get(hostvars, controller, "__fabric_result"))}
     lines = render(entries, run)
     counts = dict((s, sum(1 for e in entries if e["status"] == s)) for s in ("READY", "QUARANTINED", "FAILED", "NOT GATED"))
-    stats = dict(counts=counts,
-                        ready=[e["node"] for e in entries if e["status"] == "READY"],
-                        quarantined=dict((e["node"], [c["id"] for c in e["checks"]]) for e in entries
-                                                if e["status"] == "QUARANTINED"),
-                        failed=dict((e["node"], {"task": e["task"], "msg": _short(e["msg"], 400)}) for e in entries
-                                           if e["status"] == "FAILED"),
-                        rebooted=[e["node"] for e in entries if e["rebooted"]],
-                        reboot_pending=[e["node"] for e in entries if e["reboot_pending"]],
-                        report_dir=run["report_dir"], report_url=run["report_url"], fabric_dest=run["fabric_dest"],
-                        anomalies=run["anomalies"], text=lines)
+    stats = dict(
+        counts=counts,
+        ready=[e["node"] for e in entries if e["status"] == "READY"],
+        quarantined=dict((e["node"], [c["id"] for c in e["checks"]]) for e in entries if e["status"] == "QUARANTINED"),
+        failed=dict((e["node"], {"task": e["task"], "msg": _short(e["msg"], 400)}) for e in entries if e["status"] == "FAILED"),
+        rebooted=[e["node"] for e in entries if e["rebooted"]],
+        reboot_pending=[e["node"] for e in entries if e["reboot_pending"]],
+        report_dir=run["report_dir"], report_url=run["report_url"], fabric_dest=run["fabric_dest"],
+        anomalies=run["anomalies"], text=lines)
     return {"lines": lines, "stats": stats}
 
 

@@ -5,7 +5,7 @@ import os
 
 import jsonschema
 
-testinfra_hosts = ["twin4"]
+testinfra_hosts = ["ansible://molecule"]
 OUT = os.path.join(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", "/nonexistent"), "out", "fabric")
 SCHEMA = os.path.join(os.environ.get("MOLECULE_PROJECT_DIRECTORY", "."), "docs", "fabric.schema.json")
 

@@ -8,6 +8,9 @@ twins = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(twins)
 
 
+testinfra_hosts = ["ansible://molecule"]   # the platforms of molecule.yml
+
+
 def test_rebooted_only_where_a_role_asked(host):
     asked = host.backend.get_hostname() == "twin1"
     assert (twins.boot_id(host) != twins.kept_boot_id(host)) is asked

@@ -23,6 +23,9 @@ def _report(host):
         return json.load(handle)["report"]
 
 
+testinfra_hosts = ["ansible://molecule"]   # the platforms of molecule.yml
+
+
 def test_three_report_files_per_node(host):
     name = host.backend.get_hostname()
     for ext in ("json", "xml", "prom"):
