@@ -58,18 +58,21 @@ def test_second_run_changes_only_the_report_timestamps(host, only):
     on the controller only the .prom files (their last-run timestamp)."""
     if host.backend.get_hostname() != only:
         pytest.skip("runs once, for all nodes")
-    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="json", ANSIBLE_CALLBACKS_ENABLED="")
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
     inventory = os.environ["MOLECULE_INVENTORY_FILE"]
     converge = os.path.join(os.environ["MOLECULE_SCENARIO_DIRECTORY"], "converge.yml")
     proc = subprocess.run(["ansible-playbook", "-i", os.path.dirname(inventory), converge], env=env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    out = json.loads(proc.stdout[proc.stdout.index("{"):])
-    changed = []
-    for play in out["plays"]:
-        for task in play["tasks"]:
-            for hostname, res in task["hosts"].items():
-                if res.get("changed"):
-                    items = [r.get("item") for r in res.get("results", []) if r.get("changed")]
-                    changed.append((task["task"]["name"], hostname, tuple(items)))
-    assert changed and all(name.startswith("Write the JSON") and items == ("prom",) for name, _h, items in changed), changed
+    # every "changed:" line of the default output, with the task it belongs to
+    changed, task = [], None
+    for line in proc.stdout.splitlines():
+        if line.startswith("TASK ["):
+            task = line[6:].split("]")[0]
+        elif line.startswith("changed:"):
+            changed.append((task, line))
+    recap = proc.stdout.split("PLAY RECAP")[1]
+    assert recap.count("changed=1 ") == 4, recap
+    assert len(changed) == 4, changed
+    assert all(t.endswith("Write the JSON, JUnit and Prometheus reports into the report folder") and line.endswith(".prom)")
+               for t, line in changed), changed
