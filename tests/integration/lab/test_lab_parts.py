@@ -76,9 +76,11 @@ def _update_grub(tmp_path, grub, dropins=None, kernels=("6.1.0-25-amd64", "6.1.0
     for version in kernels:
         (bootdir / ("vmlinuz-" + version)).write_text("k")
         (bootdir / ("initrd.img-" + version)).write_text("i")
+    # a fresh /tmp for the stand-in, then the checkout bound back over it: a clone under /tmp would
+    # otherwise vanish under the tmpfs, stand-in included (issue 14, item 9)
     proc = subprocess.run(["bwrap", "--ro-bind", "/", "/", "--bind", str(etc_default), "/etc/default",
                            "--bind", str(bootdir), "/boot", "--dev", "/dev", "--proc", "/proc",
-                           "--tmpfs", "/tmp", UPDATE_GRUB], capture_output=True, text=True, timeout=60)
+                           "--tmpfs", "/tmp", "--ro-bind", REPO, REPO, UPDATE_GRUB], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     return (bootdir / "grub" / "grub.cfg").read_text(), proc.stderr
 

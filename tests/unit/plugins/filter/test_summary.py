@@ -1,0 +1,93 @@
+"""The end-of-run summary: what an operator reads, from the variables the roles leave per host.
+Inputs are written here by hand in the shape the roles set them (validate_node's report, the reboot
+facts of the shared contract, the failures callback's record, the fabric role's result)."""
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpufleet.provision.plugins.filter import summary
+
+
+def report(status, failing=()):
+    checks = [{"id": "numa.layout", "status": "pass", "reason": "", "remedy": "BIOS: SNC4"}]
+    for check_id, remedy in failing:
+        checks.append({"id": check_id, "status": "fail", "reason": "%s is wrong" % check_id, "remedy": remedy})
+    return {"report": {"status": status, "profile": "hgx-h100", "checks": checks, "failed": [c for c, _r in failing]}}
+
+
+HOSTVARS = {
+    "gpu001": {"__validate_result": report("pass"), "gpufleet_rebooted": True,
+               "gpufleet_reboot_requests": [{"role": "bios", "reason": "BIOS settings pending"}],
+               "validate_report_dir": "/srv/reports", "validate_report_url": "https://u:secret@sink.example/gate/"},
+    "gpu002": {"__validate_result": report("fail", [("cpu.smt", "BIOS: enable hyper-threading"),
+                                                    ("memory.thp", "transparent_hugepage=never")])},
+    "gpu003": {"__validate_result": report("fail", [("cpu.smt", "BIOS: enable hyper-threading")]),
+               "gpufleet_reboot_required": True},
+    "gpu004": {"gpufleet_failure": {"task": "gpufleet.provision.bios : Apply the BIOS settings", "msg": "BMC 10.0.0.5: 401"}},
+    "localhost": {"fabric_dest": "/srv/fabric",
+                  "__fabric_result": {"summary": {"anomalies": {"miscabled_rail": 2, "link_missing": 1}}}},
+}
+NODES = ["gpu001", "gpu002", "gpu003", "gpu004"]
+
+
+def test_one_line_per_status_and_one_remedy_per_check():
+    out = summary.run_summary(HOSTVARS, NODES, ["gpu001", "gpu002", "gpu003"])
+    lines = out["lines"]
+    assert lines[0] == "gpufleet summary: 4 node(s): READY 1, QUARANTINED 2, FAILED 1; rebooted 1"
+    assert lines[1] == "READY        gpu001"
+    assert lines[2] == "QUARANTINED  gpu002: cpu.smt, memory.thp"
+    assert lines[3] == "             gpu003: cpu.smt"
+    assert lines[4] == "FAILED       gpu004: task 'gpufleet.provision.bios : Apply the BIOS settings': BMC 10.0.0.5: 401"
+    assert "  cpu.smt: gpu[002-003] -> BIOS: enable hyper-threading" in lines
+    assert "  memory.thp: gpu002 -> transparent_hugepage=never" in lines
+    assert "Reboots      gpu001 (bios: BIOS settings pending); pending, not allowed: gpu003" in lines
+    where = [line for line in lines if line.startswith("Run folder")][0]
+    assert "/srv/reports/<node>.json|.xml|.prom" in where and "/srv/fabric/ (fabric.json" in where
+    assert "secret" not in where and "https://sink.example/gate/" in where       # no credentials in the URL shown
+    assert lines[-1] == "Fabric       3 anomalies: link_missing 1, miscabled_rail 2"
+
+
+def test_stats_for_the_job_artifacts():
+    stats = summary.run_summary(HOSTVARS, NODES, ["gpu001", "gpu002", "gpu003"])["stats"]
+    assert stats["counts"] == {"READY": 1, "QUARANTINED": 2, "FAILED": 1, "NOT GATED": 0}
+    assert stats["quarantined"] == {"gpu002": ["cpu.smt", "memory.thp"], "gpu003": ["cpu.smt"]}
+    assert stats["failed"] == {"gpu004": {"task": "gpufleet.provision.bios : Apply the BIOS settings", "msg": "BMC 10.0.0.5: 401"}}
+    assert stats["rebooted"] == ["gpu001"] and stats["reboot_pending"] == ["gpu003"]
+
+
+def test_a_node_gone_without_a_recorded_cause_is_failed_and_says_where_to_look():
+    out = summary.run_summary({"gpu001": {}}, ["gpu001"], [])
+    assert out["lines"][3].startswith("FAILED       gpu001: task 'unknown task': see the failed task above")
+
+
+def test_a_rescued_failure_does_not_make_an_active_node_failed():
+    hostvars = {"gpu001": dict(HOSTVARS["gpu001"], gpufleet_failure={"task": "x", "msg": "rescued"})}
+    assert summary.run_summary(hostvars, ["gpu001"], ["gpu001"])["stats"]["counts"]["READY"] == 1
+
+
+def test_without_gate_or_fabric_it_says_so():
+    lines = summary.run_summary({"gpu001": {}}, ["gpu001"], ["gpu001"])["lines"]
+    assert "NOT GATED    gpu001: no gate result (the gate did not run on it)" in lines
+    assert lines[-1] == "Fabric       not built in this run"
+    assert "Run folder   none given (no report sink)" in lines
+
+
+def test_a_fleet_names_twenty_nodes_per_status_then_counts():
+    hostvars = {"n%03d" % i: {"__validate_result": report("fail", [("cpu.smt", "fix")])} for i in range(50)}
+    lines = summary.run_summary(hostvars, sorted(hostvars), sorted(hostvars))["lines"]
+    assert sum(1 for line in lines if ": cpu.smt" in line and line.strip().startswith(("QUARANTINED", "n0"))) == 20
+    assert "             and 30 more: n[020-049]" in lines
+
+
+def test_reboot_role_result_counts_when_the_shared_fact_is_absent():
+    hostvars = {"gpu001": {"__validate_result": report("pass"), "__reboot_result": {"rebooted": True, "changed": True}}}
+    assert summary.run_summary(hostvars, ["gpu001"])["stats"]["rebooted"] == ["gpu001"]
+
+
+def test_anomalies_counted_from_the_list_when_there_is_no_summary():
+    hostvars = {"gpu001": {}, "localhost": {"__fabric_result": {"anomalies": [{"kind": "missing_rail"}, {"kind": "missing_rail"}]}}}
+    assert summary.run_summary(hostvars, ["gpu001"])["stats"]["anomalies"] == {"missing_rail": 2}
+
+
+def test_nodes_must_be_a_list():
+    with pytest.raises(AnsibleFilterError, match="nodes must be a list"):
+        summary.run_summary({}, "gpu001")
