@@ -190,3 +190,45 @@ def parse_setpci_word(text):
     if not words or not re.match(r"^[0-9a-fA-F]{1,4}$", words[-1]):
         raise ValueError("setpci printed %r, expected a 16-bit hex value" % (text or "").strip()[:60])
     return int(words[-1], 16)
+
+
+def read_configs(fs, facts):
+    """{bdf: config bytes or None} of every bridge on a GPU-NIC path, read through the Root ``fs``."""
+    out = {}
+    for bdf, _pairs in path_bridges(facts):
+        out[bdf] = fs.read_bytes("sys/bus/pci/devices/%s/config" % bdf)
+    return out
+
+
+def converge(root, want, runner, check=False, setpci="setpci"):
+    """Make the ACS control of every GPU-NIC bridge under ``root`` what ``want`` says.
+
+    runner(argv) -> (rc, stdout, stderr) runs setpci. Reads the node with the node facts collector
+    (_facts.collect, the gate's own reader), plans, writes only the bridges that differ (not in
+    check mode), then reads the config space again and fails naming any bridge that still differs.
+    Returns the plan (each item with ``written``). Used by the pcie_acs module and by the boot script.
+    """
+    from ansible_collections.gpufleet.provision.plugins.module_utils import _facts  # no Ansible import
+    from ansible_collections.gpufleet.provision.plugins.module_utils._fs import Root
+
+    facts, _warnings = _facts.collect(root)
+    fs = Root(root)
+    if not facts.get("gpus") or not facts.get("nics"):
+        return []   # no GPU-NIC path on this node (a CPU node): nothing to hold ACS for
+    items = plan(facts, read_configs(fs, facts), want)
+    for item in items:
+        item["written"] = False
+        if not item["change"] or check:
+            continue
+        argv = [setpci] + setpci_args(item["bdf"], item["value"])
+        rc, out, err = runner(argv)
+        if rc != 0:
+            raise AcsError("%s: %s failed (exit %d): %s" % (item["bdf"], " ".join(argv), rc, (err or out).strip()))
+        item["written"] = True
+    if not check and any(i["written"] for i in items):
+        after = plan(facts, read_configs(Root(root), facts), want)
+        still = [i for i in after if i["change"]]
+        if still:
+            raise AcsError("ACS still differs after setpci: %s" % "; ".join(
+                "%s shows %s, expected %s" % (i["bdf"], i["current"], i["expected"]) for i in still))
+    return items

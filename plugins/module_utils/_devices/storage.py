@@ -20,6 +20,10 @@ TAIL_BYTES = 128 * 1024
 MD_MAGIC = 0xA92B4EFC
 
 
+class StorageError(ValueError):
+    """A mount cannot be made from this device; the message names the device and the cause."""
+
+
 def _at(data, offset, magic):
     return len(data) >= offset + len(magic) and data[offset:offset + len(magic)] == magic
 
@@ -174,3 +178,45 @@ def fstab_update(text, uuid, path, fstype, options):
     else:
         lines.append(want)
     return "\n".join(lines) + "\n", True, None
+
+
+# blkid TYPE -> the name signatures() gives the same superblock
+_OWN_NAME = {"ext2": "ext2/3/4", "ext3": "ext2/3/4", "ext4": "ext2/3/4", "xfs": "xfs", "btrfs": "btrfs",
+             "swap": "swap", "vfat": "vfat", "ntfs": "ntfs"}
+
+
+def decide(state, path, fstype, min_size_gb=None):
+    """What to do with a device, from what inspection found. Pure.
+
+    state: {device, size_bytes, signatures: [...], blkid: {...}, holders: [...], partitions: [...],
+    mounted_at: [mount points]} and mounts_at_path: [(device, fstype)] already mounted at ``path``.
+    Returns {"action": "use"|"create", "uuid", "reason"} or raises StorageError naming the device and
+    what it holds. "use": the device already holds the wanted file system and nothing else (a run
+    before made it, or the operator did): mount it, never format. "create": blank, big enough.
+    """
+    dev = state["device"]
+    blk = state.get("blkid") or {}
+    mounted_here = [m for m in state.get("mounts_at_path") or []]
+    if mounted_here and mounted_here[-1][0] != dev:
+        raise StorageError("%s: %s is mounted there, not %s" % (path, mounted_here[-1][0], dev))
+    others = [p for p in state.get("mounted_at") or [] if p != path]
+    if others:
+        raise StorageError("%s is mounted at %s: not touched" % (dev, ", ".join(others)))
+    if state.get("holders"):
+        raise StorageError("%s is in use by %s (RAID/LVM/dm member): refused, nothing changed" % (dev, ", ".join(state["holders"])))
+    if state.get("partitions"):
+        raise StorageError("%s has partitions (%s): refused, nothing changed" % (dev, ", ".join(state["partitions"])))
+    found = [s["type"] for s in state.get("signatures") or []]
+    verdict = blkid_signature(blk)
+    if found or verdict:
+        same = (blk.get("TYPE") == fstype and not blk.get("PTTYPE") and blk.get("UUID")
+                and all(kind == _OWN_NAME.get(fstype, fstype) for kind in found))
+        if same:
+            return {"action": "use", "uuid": blk["UUID"], "reason": "%s already holds %s (UUID %s)" % (dev, fstype, blk["UUID"])}
+        what = found + ([verdict] if verdict else [])
+        raise StorageError("%s holds data (%s): refused, never formatted or wiped (wanted %s for %s)"
+                           % (dev, "; ".join(what), fstype, path))
+    if min_size_gb is not None and state.get("size_bytes") is not None and state["size_bytes"] < min_size_gb * 1e9:
+        raise StorageError("%s is %.1f GB, the profile wants at least %s GB for %s (growing is out of scope)"
+                           % (dev, state["size_bytes"] / 1e9, min_size_gb, path))
+    return {"action": "create", "uuid": None, "reason": "%s is blank: create %s" % (dev, fstype)}
