@@ -16,7 +16,7 @@ description:
     columns), sets the parameters whose Next Boot value differs (C(mlxconfig -y -d <pci> set NAME=value)),
     and queries again.
   - These settings take effect at the next boot. The reboot is asked for from state, never from
-    C(changed): every parameter whose Current value differs from the wanted one is a reboot reason,
+    C(changed) - every parameter whose Current value differs from the wanted one is a reboot reason,
     also when an earlier, interrupted run already set Next Boot.
 author:
   - gpufleet maintainers (@gpufleet)
@@ -28,7 +28,7 @@ options:
     required: true
   settings:
     description:
-      - Parameter name -> wanted value as mlxconfig numbers it (C(ATS_ENABLED: 1)); booleans are 1/0.
+      - Parameter name -> wanted value as mlxconfig numbers it (C(ATS_ENABLED=1) is C({ATS_ENABLED: 1})); booleans are 1/0.
     type: dict
     required: true
   mlxconfig:

@@ -13,7 +13,7 @@ short_description: Set the PCIe ACS control on every bridge between each GPU and
 version_added: 0.3.0
 description:
   - Finds the bridges from the node's own PCIe paths (the node facts collector, as the gate's
-    C(pcie.acs) check walks them: below the deepest common bridge of each GPU and its rail NIC, plus
+    C(pcie.acs) check walks them - below the deepest common bridge of each GPU and its rail NIC, plus
     that bridge), never from a list of addresses.
   - Writes the ACS control the host mode needs with C(setpci ... ECAP_ACS+0x6.w=value:007f) on the
     bridges that differ, then reads the config space again. Bits a bridge does not implement
