@@ -8,7 +8,7 @@ __metaclass__ = type
 
 DOCUMENTATION = r"""
 name: profile
-author: gpufleet maintainers
+author: gpufleet maintainers (@gpufleet)
 version_added: "0.2.0"
 short_description: Load and validate a node profile (the golden manifest)
 description:

@@ -28,7 +28,7 @@ options:
     required: true
   settings:
     description:
-      - Parameter name -> wanted value as mlxconfig numbers it (C(ATS_ENABLED=1) is C({ATS_ENABLED: 1})); booleans are 1/0.
+      - Parameter name -> wanted value as mlxconfig numbers it, for example C(ATS_ENABLED) 1; booleans are 1/0.
     type: dict
     required: true
   mlxconfig:

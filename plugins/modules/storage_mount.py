@@ -216,7 +216,8 @@ def main():
     except storage.StorageError as exc:
         module.fail_json(msg="storage_mount %s: %s" % (module.params["path"], exc))
     except (IOError, OSError) as exc:
-        module.fail_json(msg="storage_mount %s: %s: %s" % (module.params["path"], getattr(exc, "filename", None) or module.params["device"], exc.strerror or exc))
+        where = getattr(exc, "filename", None) or module.params["device"]
+        module.fail_json(msg="storage_mount %s: %s: %s" % (module.params["path"], where, exc.strerror or exc))
     module.exit_json(**result)
 
 

@@ -196,7 +196,7 @@ def decide(state, path, fstype, min_size_gb=None):
     """
     dev = state["device"]
     blk = state.get("blkid") or {}
-    mounted_here = [m for m in state.get("mounts_at_path") or []]
+    mounted_here = list(state.get("mounts_at_path") or [])
     if mounted_here and mounted_here[-1][0] != dev:
         raise StorageError("%s: %s is mounted there, not %s" % (path, mounted_here[-1][0], dev))
     others = [p for p in state.get("mounted_at") or [] if p != path]

@@ -88,7 +88,8 @@ def test_fstab_update_replaces_adds_and_keeps():
     assert text.splitlines()[2] == "UUID=2222 /raid ext4 defaults,noatime 0 2"
     again = storage.fstab_update(text, "2222", "/raid", "ext4", "defaults,noatime")
     assert again == (text, False, None)
-    text, changed, _ = storage.fstab_update(FSTAB, "3333", "/scratch", "xfs", None)
+    text, changed, problem = storage.fstab_update(FSTAB, "3333", "/scratch", "xfs", None)
+    assert problem is None
     assert changed and text.endswith("UUID=3333 /scratch xfs defaults 0 0\n")
 
 
