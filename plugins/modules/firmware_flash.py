@@ -169,8 +169,7 @@ def nic_state(module, name):
                 raise fw.FirmwareError("%s: image %s not found on the node" % (name, path))
             # check mode stages nothing: an image not copied yet cannot be read, only predicted
             module.warn("%s: image %s is not on the node yet (check mode): its PSID and version are read in a real run" % (name, path))
-            if declared and image.get("version"):
-                chosen.append({"path": path, "version": image["version"], "psid": declared})
+            chosen.append({"path": path, "version": image.get("version"), "psid": declared, "unread": True})
             continue
         iq = _parse(nic.parse_flint_query, _run(module, [flint, "-i", path, "q"], path), "image %s" % path)
         if iq["psid"] != q["psid"]:
@@ -228,7 +227,16 @@ def run(module):
     if key is None:
         result["reason"] = "%s (%s): no profile minimum for it" % (name, state["identity"])
         return result
-    images = sorted(state["images"], key=lambda i: fw.version_key(i["version"]))
+    unread = [i for i in state["images"] if i.get("unread") and not i.get("version")]
+    if unread and fw.below(state["next_boot"] or "", minimum):
+        # check mode, image not staged and not described: it would be read, checked, and flashed
+        result.update(changed=True, action="flash", image=unread[0], reboot_required=True,
+                      reason="%s %s below the minimum %s: would flash %s (read in a real run)"
+                      % (name, state["next_boot"], minimum, unread[0]["path"]),
+                      reboot_reasons=["%s firmware from %s burnt, %s running: active at the next boot"
+                                      % (name, unread[0]["path"], state["current"])])
+        return result
+    images = sorted((i for i in state["images"] if i.get("version")), key=lambda i: fw.version_key(i["version"]))
     image = None
     if images:
         # below the minimum: the newest; a downgrade: the oldest the operator supplies for this device

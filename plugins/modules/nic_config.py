@@ -102,10 +102,17 @@ def _query(module, tool, pci, names):
 
 def run(module):
     tool = module.get_bin_path(module.params["mlxconfig"], required=False)
-    if tool is None:
-        raise NicConfigError("%s not found on the node (install MFT or mstflint)" % module.params["mlxconfig"])
     settings = dict((name, _value(name, value)) for name, value in module.params["settings"].items())
     names = sorted(settings)
+    if tool is None and module.check_mode:
+        # check mode before the role installed MFT: nothing can be read, so predict the set and the reboot
+        module.warn("%s is not installed yet (check mode): every setting is predicted as a change" % module.params["mlxconfig"])
+        reasons = ["NIC %s %s: would be set to %s (mlxconfig not installed yet: Current unknown)" % (pci, n, settings[n])
+                   for pci in module.params["devices"] for n in names]
+        return dict(changed=True, reboot_required=True, reboot_reasons=reasons,
+                    devices=dict((pci, {"set": settings, "params": {}}) for pci in module.params["devices"]))
+    if tool is None:
+        raise NicConfigError("%s not found on the node (install MFT or mstflint)" % module.params["mlxconfig"])
     devices, reasons, changed, before, after = {}, [], False, [], []
     for pci in module.params["devices"]:
         query = _query(module, tool, pci, names)
