@@ -32,7 +32,7 @@ def node(tmp_path):
     def run(module, args, check=False, diff=False):
         cmd = [ANSIBLE, "localhost", "-m", "gpufleet.provision." + module, "-a", json.dumps(args)]
         cmd += (["--check"] if check else []) + (["--diff"] if diff else [])
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180, check=False)
         head, sep, body = proc.stdout.partition(" => ")
         assert sep, proc.stdout + proc.stderr
         result = json.loads(body)
