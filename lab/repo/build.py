@@ -201,6 +201,32 @@ def packages():
         "Description": "InfiniBand diagnostic programs -- gpufleet lab dummy",
         "files": {"/usr/sbin/ibnetdiscover": (0o755, _stand_in("ibnetdiscover", DEBVERSION=INFINIBAND_DIAGS))},
     })
+    out.extend(device_tools())
+    return out
+
+
+# Device tools the pcie and firmware roles run, as stand-ins acting on the twin's rendered view
+# (one script, lab/repo/files/twin-devtools, dispatching on its name). Real package names, so the
+# roles install them as on a real node; versions *unverified* beyond the upstream number.
+DEVICE_TOOLS = [
+    ("pciutils", "1:3.9.0-4", ["/usr/bin/setpci"]),
+    ("mft", "4.26.1-3", ["/usr/bin/mlxconfig", "/usr/bin/flint", "/usr/bin/mlxfwmanager"]),
+    ("nvme-cli", "2.4+really2.3-3", ["/usr/sbin/nvme"]),
+]
+
+
+def device_tools():
+    out = []
+    for package, version, links in DEVICE_TOOLS:
+        tool = "/usr/lib/gpufleet-twin/devtools-" + package
+        out.append({
+            "Package": package, "Version": version, "Section": "utils",
+            "Description": "%s stand-in acting on the twin's hardware view -- gpufleet lab dummy" % package,
+            # one copy of the script per package (dpkg refuses two packages owning one file); it
+            # dispatches on the name it is run as (the link's), so each link is one tool
+            "files": {tool: (0o755, _stand_in("twin-devtools"))},
+            "links": dict((link, tool) for link in links),
+        })
     return out
 
 

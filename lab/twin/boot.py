@@ -32,6 +32,7 @@ LAB = os.environ.get("TWIN_LAB_DIR", "/opt/gpufleet-lab/lab")
 CONFIG = os.environ.get("TWIN_CONFIG", "/etc/gpufleet-twin/twin.yml")
 BMC_DIR = os.environ.get("TWIN_BMC_DIR", "/run/twin-bmc")
 SYSROOT = os.environ.get("TWIN_SYSROOT", "/")
+DEVICE_STATE = os.environ.get("TWIN_DEVICE_STATE", "/var/lib/gpufleet-twin/devices.json")
 DEFAULT_ROOT = "/run/twin"
 BIOS_KEYS = ("snc", "hyperthreading", "vtx", "vtd", "acs", "sriov")
 
@@ -227,6 +228,35 @@ def modules_loaded_at_boot(release, driver):
     return out
 
 
+def boot_devices():
+    """What a reset does to the devices the lab's tool stand-ins changed (lab/repo/files/twin-devtools):
+    burnt NIC firmware and committed NVMe firmware start running, mlxconfig Next Boot values become
+    Current. Returns ({nic: running fw}, {nvme: running fw}) for the renderer; the state file is
+    updated in place (it lives in the container, so it survives the reboot like flash does)."""
+    path = _path(DEVICE_STATE)
+    if not os.path.exists(path):
+        return {}, {}
+    try:
+        with open(path) as handle:
+            devices = json.load(handle)
+    except (OSError, ValueError) as exc:
+        raise BootError("device state %s unreadable: %s" % (path, exc))
+    nic_fw, nvme_fw = {}, {}
+    for name, entry in (devices.get("nics") or {}).items():
+        entry["running"] = entry.get("burnt") or entry.get("running")
+        for cfg in (entry.get("config") or {}).values():
+            cfg["current"] = cfg.get("next_boot")
+        nic_fw[name] = entry["running"]
+    for name, entry in (devices.get("nvme") or {}).items():
+        if entry.get("pending"):
+            entry["running"], entry["pending"] = entry["pending"], None
+        nvme_fw[name] = entry["running"]
+    with open(path + ".tmp", "w") as handle:
+        json.dump(devices, handle, indent=1, sort_keys=True)
+    os.replace(path + ".tmp", path)
+    return nic_fw, nvme_fw
+
+
 def load_renderer():
     path = os.path.join(LAB, "hw", "render.py")
     if not os.path.exists(path):
@@ -277,6 +307,9 @@ def boot():
         state.setdefault("kernel", {"release": os.uname().release, "cmdline": "BOOT_IMAGE=/boot/vmlinuz ro quiet"})
     state["nvidia"] = {"driver_version": installed_driver()}
     state["boot_id"] = str(uuid.uuid4())
+    nic_fw, nvme_fw = boot_devices()
+    state["nic_firmware"] = dict(state.get("nic_firmware") or {}, **nic_fw)
+    state["nvme_firmware"] = dict(state.get("nvme_firmware") or {}, **nvme_fw)
     state["os_release"] = os_release()
 
     tmp = root + ".new"

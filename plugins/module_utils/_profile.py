@@ -125,6 +125,7 @@ SCHEMA = {
     "firmware": _opt("dict", options={
         "nic": _opt("dict", values="str"),
         "nvme": _opt("dict", values="str"),
+        "allow_downgrade": _opt("bool"),
     }),
     "storage": _opt("dict", options={
         "mounts": _opt("list", elements="dict", options={
@@ -132,7 +133,12 @@ SCHEMA = {
             "fstype": _opt("str"),
             "min_size_gb": _opt("float"),
             "min_free_gb": _opt("float"),
+            "device": _opt("str"),
+            "options": _opt("str"),
         }),
+    }),
+    "pcie": _opt("dict", options={
+        "acs_kernel_param": _opt("bool"),
     }),
     "packages": _opt("dict", options={
         "held": _opt("list", elements="str"),

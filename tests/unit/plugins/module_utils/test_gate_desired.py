@@ -59,3 +59,16 @@ def test_a_duplicate_is_reported_once_with_its_origins():
     chk = _check(gate.evaluate(sample_inputs(_with_cmdline(raw))), "kernel.cmdline")
     assert chk["status"] == "fail"
     assert chk["reason"].count("given 2 times") == 1
+
+
+def test_acs_kernel_parameter_joins_the_command_line_the_role_writes():
+    from ansible_collections.gpufleet.provision.plugins.module_utils import _profile
+    profile = copy.deepcopy(PROFILE)
+    profile["kernel"]["release"] = "6.11.0-9-generic"
+    profile["pcie"] = {"acs_kernel_param": True}
+    normal = _profile.validate(profile, gate.CHECK_IDS)
+    params = _desired.derive("kernel_cmdline", normal)
+    # written by hand (docs/roles.md section 9): bare metal = every ACS bit off, all ACS-capable devices
+    assert "pci=config_acs=0000000@pci:0:0" in params
+    profile["pcie"] = {"acs_kernel_param": False}
+    assert not [p for p in _desired.derive("kernel_cmdline", _profile.validate(profile, gate.CHECK_IDS)) if p.startswith("pci=")]

@@ -1,0 +1,131 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Firmware minimums: version order, which minimum applies to a device, the NVMe tools' outputs,
+and the flash plan (flash, refuse, or leave alone) shared by the NIC and NVMe modules."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+
+class FirmwareError(ValueError):
+    """A firmware plan cannot be made or must be refused; the message names the device and image."""
+
+
+def version_key(text):
+    """``28.39.1002`` -> [(0, 28), (0, 39), (0, 1002)]; letters sort after numbers (``MPK7525Q``).
+
+    The same order as the gate's firmware checks (_checks.version_key).
+    """
+    return [(0, int(t)) if t.isdigit() else (1, t) for t in re.findall(r"\d+|[A-Za-z]+", text or "")]
+
+
+def minimum_for(minimums, keys):
+    """(profile key, minimum) of the first profile key that prefixes one of the device's ``keys``
+    (NIC: hca_type or PSID/board_id; NVMe: model), or (None, None)."""
+    for key in sorted(minimums or {}):
+        if any(k and str(k).strip().startswith(key) for k in keys):
+            return key, minimums[key]
+    return None, None
+
+
+def below(version, minimum):
+    return version_key(version) < version_key(minimum)
+
+
+def plan(device, current, pending, minimum, image, allow_downgrade=False):
+    """Decide for one device.
+
+    device: name for messages; current: running version; pending: the version active after the next
+    boot (None or == current when nothing is pending); minimum: the profile's; image: the operator's
+    image for this device ({version, path}) or None.
+
+    - below the minimum: flash the image (it must reach the minimum; no image is an error);
+    - at or above it: nothing, except with allow_downgrade and an older image (a fleet rolling back
+      a bad release to the image it supplies): flash it. Without allow_downgrade nothing is ever
+      flashed over newer firmware.
+
+    Returns {"action": "none"|"flash", "reason", "reboot_reason"} (reboot_reason: firmware that is
+    burnt but not running, after this plan); raises FirmwareError naming the device and image.
+    """
+    effective = pending or current
+    if not effective:
+        raise FirmwareError("%s: firmware version unknown (the query printed none)" % device)
+    if image is not None and below(image["version"], minimum):
+        raise FirmwareError("%s: image %s is version %s, below the profile minimum %s"
+                            % (device, image["path"], image["version"], minimum))
+    out = {"action": "none", "reason": "%s at %s (minimum %s)" % (device, effective, minimum), "reboot_reason": None}
+    if below(effective, minimum):
+        if image is None:
+            raise FirmwareError("%s: firmware %s is below the profile minimum %s and firmware_images has no image for it"
+                                % (device, effective, minimum))
+        out["action"] = "flash"
+    elif image is not None and allow_downgrade and below(image["version"], effective):
+        out["action"] = "flash"
+    if out["action"] == "flash":
+        out["reason"] = "%s %s -> %s" % (device, effective, image["version"])
+        effective = image["version"]
+    if effective != current:
+        out["reboot_reason"] = "%s firmware %s burnt, %s running: active at the next boot" % (device, effective, current)
+    return out
+
+
+def parse_nvme_id_ctrl(text):
+    """``nvme id-ctrl /dev/nvme0`` -> {"model", "serial", "firmware", "frmw"}.
+
+    Sample::
+
+        NVME Identify Controller:
+        vid       : 0x144d
+        sn        : S64FNE0R800123
+        mn        : SAMSUNG MZWLR3T8HBLS-00007
+        fr        : MPK7525Q
+        frmw      : 0x16
+    """
+    fields = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            fields.setdefault(key.strip(), value.strip())
+    if "mn" not in fields or "fr" not in fields:
+        raise ValueError("nvme id-ctrl: no mn/fr lines (%r)" % text.strip()[:80])
+    frmw = fields.get("frmw")
+    return {"model": fields["mn"], "serial": fields.get("sn"), "firmware": fields["fr"],
+            "frmw": int(frmw, 0) if frmw else None}
+
+
+def parse_nvme_fw_log(text):
+    """``nvme fw-log /dev/nvme0`` -> {"active_slot", "next_slot", "slots": {n: version}, "active", "next"}.
+
+    Sample (nvme-cli 1.x/2.x; afi bits 2:0 the running slot, bits 6:4 the slot activated at the next
+    reset, 0 = none)::
+
+        Firmware Log for device:nvme0
+        afi  : 0x21
+        frs1 : 0x5135323537504b4d (MPK7525Q)
+        frs2 : 0x5136323537504b4d (MPK7526Q)
+
+    next = the version the drive runs after the next reset.
+    """
+    afi, slots = None, {}
+    for line in text.splitlines():
+        match = re.match(r"^\s*afi\s*:\s*(0x[0-9a-fA-F]+|\d+)", line)
+        if match:
+            afi = int(match.group(1), 0)
+            continue
+        match = re.match(r"^\s*frs(\d)\s*:\s*(0x[0-9a-fA-F]+|\d+)\s*(?:\((.*)\))?", line)
+        if match:
+            version = (match.group(3) or "").strip()
+            if not version:
+                raw = int(match.group(2), 0)
+                version = raw.to_bytes(8, "little").decode("ascii", "replace").strip("\x00 ")
+            if version:
+                slots[int(match.group(1))] = version
+    if afi is None:
+        raise ValueError("nvme fw-log: no afi line (%r)" % text.strip()[:80])
+    active, nxt = afi & 0x7, (afi >> 4) & 0x7
+    return {"active_slot": active, "next_slot": nxt or None, "slots": slots,
+            "active": slots.get(active), "next": slots.get(nxt or active)}

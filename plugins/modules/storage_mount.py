@@ -1,0 +1,225 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: storage_mount
+short_description: Make a mount from a named device, never wiping anything
+version_added: 0.3.0
+description:
+  - Makes O(path) a mount of O(fstype) from O(device), persistent in fstab by UUID.
+  - Reads what the device holds first, read-only, two ways - its own first and last 128 KiB
+    (partition tables incl. GPT's backup header, MD RAID 0.90/1.0/1.1/1.2, LVM2, LUKS, ext2/3/4,
+    XFS, btrfs, swap, FAT, NTFS, ISO 9660) and C(blkid -p -o export) (a probe that writes nothing) -
+    plus its partitions and holders in sysfs and the mount table.
+  - A blank device is formatted with C(mkfs -t <fstype>). A device that already holds the wanted
+    file system and nothing else is used as it is (mounted, never formatted). Anything else - another
+    file system, a partition table, RAID/LVM/LUKS metadata, partitions, holders, mounted elsewhere -
+    is refused, naming the device and what was found; nothing is changed.
+  - Growing, shrinking and repartitioning are out of scope.
+author:
+  - gpufleet maintainers (@gpufleet)
+options:
+  path:
+    description: The mount point (created when missing).
+    type: path
+    required: true
+  device:
+    description: The device (a C(/dev/disk/by-id/...) path is best; symlinks are resolved).
+    type: path
+    required: true
+  fstype:
+    description: File system to create or expect.
+    type: str
+    required: true
+  options:
+    description: Mount options.
+    type: str
+    default: defaults
+  min_size_gb:
+    description: Refuse a blank device smaller than this (GB = 10^9 bytes).
+    type: float
+  fstab:
+    description: The fstab to keep the entry in (tests point it elsewhere).
+    type: path
+    default: /etc/fstab
+attributes:
+  check_mode:
+    support: full
+    description: Inspects (read-only) and returns what it would do, including refusals; changes nothing.
+  diff_mode:
+    support: full
+    description: The fstab before and after.
+  idempotent:
+    support: full
+    description: A mount that is right is left alone.
+"""
+
+EXAMPLES = r"""
+- name: /raid from the first data NVMe
+  gpufleet.provision.storage_mount:
+    path: /raid
+    device: /dev/disk/by-id/nvme-SAMSUNG_MZWLR3T8HBLS-00007_S64FNE0R800123
+    fstype: ext4
+    options: defaults,noatime
+"""
+
+RETURN = r"""
+action:
+  description: C(create) (formatted a blank device), C(use) (it held the file system already) or C(none) (mounted and in fstab).
+  returned: success
+  type: str
+device:
+  description: The resolved device.
+  returned: success
+  type: str
+uuid:
+  description: The file system UUID (C(null) in check mode before a create).
+  returned: success
+  type: str
+steps:
+  description: What was (check mode - would be) done, in order.
+  returned: success
+  type: list
+  elements: str
+reboot_required:
+  description: Always false.
+  returned: success
+  type: bool
+reboot_reasons:
+  description: Always empty.
+  returned: success
+  type: list
+  elements: str
+"""
+
+import os
+import stat
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpufleet.provision.plugins.module_utils._devices import storage
+from ansible_collections.gpufleet.provision.plugins.module_utils._parsers import parse_mounts
+
+
+def _read_text(path, default=""):
+    try:
+        with open(path) as handle:
+            return handle.read()
+    except (IOError, OSError):
+        return default
+
+
+def _blkid(module, device):
+    rc, out, err = module.run_command([module.get_bin_path("blkid", required=True), "-p", "-o", "export", device])
+    if rc not in (0, 2):   # 2: nothing found
+        raise storage.StorageError("%s: blkid -p failed (exit %d): %s" % (device, rc, (err or out).strip()))
+    return storage.parse_blkid_export(out) if rc == 0 else {}
+
+
+def inspect(module, device, path):
+    """Read-only: what the device holds and where things are mounted."""
+    if not os.path.exists(device):
+        raise storage.StorageError("%s: no such device" % device)
+    real = os.path.realpath(device)
+    if not stat.S_ISBLK(os.stat(real).st_mode):
+        raise storage.StorageError("%s (%s) is not a block device" % (device, real))
+    fd = os.open(real, os.O_RDONLY)
+    try:
+        size = os.lseek(fd, 0, os.SEEK_END)
+        os.lseek(fd, 0, os.SEEK_SET)
+        head = os.read(fd, min(size, storage.HEAD_BYTES))
+        tail_len = min(size, storage.TAIL_BYTES)
+        os.lseek(fd, size - tail_len, os.SEEK_SET)
+        tail = os.read(fd, tail_len)
+    finally:
+        os.close(fd)
+    name = os.path.basename(real)
+    sysdir = "/sys/class/block/" + name
+    holders = sorted(os.listdir(sysdir + "/holders")) if os.path.isdir(sysdir + "/holders") else []
+    partitions = sorted(n for n in (os.listdir(sysdir) if os.path.isdir(sysdir) else [])
+                        if os.path.exists(os.path.join(sysdir, n, "partition")))
+    mounts = parse_mounts(_read_text("/proc/self/mounts"))
+    return {"device": real, "size_bytes": size, "signatures": storage.signatures(head, tail, size),
+            "blkid": _blkid(module, real), "holders": holders, "partitions": partitions,
+            "mounted_at": [m["mountpoint"] for m in mounts if os.path.realpath(m["device"]) == real],
+            "mounts_at_path": [(os.path.realpath(m["device"]), m["fstype"]) for m in mounts if m["mountpoint"] == path]}
+
+
+def run(module):
+    p = module.params
+    path = p["path"].rstrip("/") or "/"
+    state = inspect(module, p["device"], path)
+    decision = storage.decide(state, path, p["fstype"], p["min_size_gb"])
+    steps, changed, uuid = [], False, decision["uuid"]
+    if decision["action"] == "create":
+        steps.append("mkfs -t %s %s" % (p["fstype"], state["device"]))
+        changed = True
+        if not module.check_mode:
+            argv = [module.get_bin_path("mkfs", required=True), "-t", p["fstype"], state["device"]]
+            rc, out, err = module.run_command(argv)
+            if rc != 0:
+                raise storage.StorageError("%s: %s failed (exit %d): %s" % (state["device"], " ".join(argv), rc, (err or out).strip()[-500:]))
+            uuid = _blkid(module, state["device"]).get("UUID")
+            if not uuid:
+                raise storage.StorageError("%s: no UUID after mkfs -t %s" % (state["device"], p["fstype"]))
+    old = _read_text(p["fstab"])
+    new, fstab_changed, problem = storage.fstab_update(old, uuid or "<new file system>", path, p["fstype"], p["options"])
+    if problem:
+        raise storage.StorageError("%s: %s" % (p["fstab"], problem))
+    result = {}
+    if fstab_changed:
+        steps.append("fstab: %s" % storage.fstab_line(uuid or "<new file system>", path, p["fstype"], p["options"]))
+        changed = True
+        if module._diff:
+            result["diff"] = {"before": old, "after": new, "before_header": p["fstab"], "after_header": p["fstab"]}
+        if not module.check_mode:
+            tmp = p["fstab"] + ".gpufleet-new"
+            with open(tmp, "w") as handle:
+                handle.write(new)
+            module.atomic_move(tmp, p["fstab"])
+    if not state["mounts_at_path"]:
+        steps.append("mount -t %s -o %s %s %s" % (p["fstype"], p["options"], state["device"], path))
+        changed = True
+        if not module.check_mode:
+            if not os.path.isdir(path):
+                os.makedirs(path, 0o755)
+            argv = [module.get_bin_path("mount", required=True), "-t", p["fstype"], "-o", p["options"], state["device"], path]
+            rc, out, err = module.run_command(argv)
+            if rc != 0:
+                raise storage.StorageError("%s: %s failed (exit %d): %s" % (path, " ".join(argv), rc, (err or out).strip()))
+    action = decision["action"] if decision["action"] == "create" or changed else "none"
+    result.update(changed=changed, action=action, device=state["device"], uuid=uuid, steps=steps,
+                  reason=decision["reason"], reboot_required=False, reboot_reasons=[])
+    return result
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            path=dict(type="path", required=True),
+            device=dict(type="path", required=True),
+            fstype=dict(type="str", required=True),
+            options=dict(type="str", default="defaults"),
+            min_size_gb=dict(type="float"),
+            fstab=dict(type="path", default="/etc/fstab"),
+        ),
+        supports_check_mode=True,
+    )
+    try:
+        result = run(module)
+    except storage.StorageError as exc:
+        module.fail_json(msg="storage_mount %s: %s" % (module.params["path"], exc))
+    except (IOError, OSError) as exc:
+        where = getattr(exc, "filename", None) or module.params["device"]
+        module.fail_json(msg="storage_mount %s: %s: %s" % (module.params["path"], where, exc.strerror or exc))
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
