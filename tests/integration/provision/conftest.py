@@ -17,6 +17,9 @@ _SPEC = importlib.util.spec_from_file_location(
     "gpufleet_lab_conftest_provision", os.path.join(os.path.dirname(__file__), "..", "lab", "conftest.py"))
 _LAB = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(_LAB)
+# Its own lab beside the other folders' (one pytest run brings several up): own ports and names.
+_LAB.PORT_SHIFT += 40
+_LAB.PREFIX += "prov-"
 REPO = _LAB.REPO
 OLD_KERNEL = ["linux-image-6.8.0-40-generic=6.8.0-40.40~22.04.3", "linux-headers-6.8.0-40-generic=6.8.0-40.40~22.04.3"]
 
