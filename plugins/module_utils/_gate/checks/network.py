@@ -50,15 +50,22 @@ def _rails(ctx):
     return outcome(failures, [], observed, {"rails": want.get("rails"), "affinity": allowed})
 
 
+def _scoped_nics(ctx):
+    """The NICs whose ports the IB checks read: the rail NICs (profile ib.scope: rail, the default)
+    or every RDMA NIC but virtual functions (scope: all); Skip when there is none."""
+    nics = ctx.need(ctx.facts.get("nics"), ["sys/class/infiniband*"])
+    scope = _profile.section(ctx.profile, "ib", "scope") or "rail"
+    chosen = _rail_nics(ctx.facts) if scope == "rail" else [n for n in nics if n.get("role") != "vf"]
+    if not chosen:
+        raise Skip("no data: no %s NIC found" % ("rail" if scope == "rail" else "RDMA"))
+    return chosen
+
+
 @check("ib.ports", "an IB port down or at the wrong rate/link layer: collectives use fewer rails or fall back to TCP",
        "check cable/transceiver and switch port (ibstat, the leaf's port counters); link layer: mlxconfig LINK_TYPE_P1")
 def _ib_ports(ctx):
     want = ctx.want("ib")
-    nics = ctx.need(ctx.facts.get("nics"), ["sys/class/infiniband*"])
-    scope = want.get("scope") or "rail"
-    chosen = _rail_nics(ctx.facts) if scope == "rail" else [n for n in nics if n.get("role") != "vf"]
-    if not chosen:
-        raise Skip("no data: no %s NIC found" % ("rail" if scope == "rail" else "RDMA"))
+    chosen = _scoped_nics(ctx)
     failures, observed = [], {}
     for nic in chosen:
         for port in nic.get("ports") or []:
@@ -89,11 +96,7 @@ def _ib_counters(ctx):
     limits = dict((k, v) for k, v in (ctx.want("health", "ib_counters") or {}).items() if v is not None)
     if not limits:
         raise Skip("not in profile (health.ib_counters)")
-    nics = ctx.need(ctx.facts.get("nics"), ["sys/class/infiniband*"])
-    scope = _profile.section(ctx.profile, "ib", "scope") or "rail"
-    chosen = _rail_nics(ctx.facts) if scope == "rail" else [n for n in nics if n.get("role") != "vf"]
-    if not chosen:
-        raise Skip("no data: no %s NIC found" % ("rail" if scope == "rail" else "RDMA"))
+    chosen = _scoped_nics(ctx)
     failures, observed = [], {}
     for nic in chosen:
         for port in nic.get("ports") or []:
@@ -108,7 +111,7 @@ def _ib_counters(ctx):
                 observed[name][counter] = value
                 if value > limit:
                     failures.append("%s %s %d > %d" % (name, counter, value, limit))
-    return outcome(failures, [], observed, {"max": limits, "scope": scope})
+    return outcome(failures, [], observed, {"max": limits, "scope": _profile.section(ctx.profile, "ib", "scope") or "rail"})
 
 
 _ACS_VIRT = ("SrcValid", "ReqRedir", "CmpltRedir", "UpstreamFwd", "DirectTrans")
