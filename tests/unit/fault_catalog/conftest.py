@@ -218,7 +218,8 @@ class Node:
             "nvidia_smi_q": nvidia_smi_q(gpus),
             "ofed_info": "MLNX_OFED_LINUX-23.10-1.1.9.0:\n",
             "modinfo_mlx5_core": "6.8.0-45-generic SMP preempt mod_unload modversions \n",
-            "apt_mark_showhold": "linux-headers-6.8.0-45-generic\nlinux-image-6.8.0-45-generic\nmlnx-ofed-kernel-dkms\nmlnx-ofed-kernel-utils\nnvidia-driver-550-server\nnvidia-fabricmanager-550\n",
+            "apt_mark_showhold": ("linux-headers-6.8.0-45-generic\nlinux-image-6.8.0-45-generic\nmlnx-ofed-kernel-dkms\n"
+                                  "mlnx-ofed-kernel-utils\nnvidia-driver-550-server\nnvidia-fabricmanager-550\n"),
             "nccl_debug": nccl([n["name"] for n in rails]),
             "h2d_bandwidth": h2d([48.9, 48.87, 48.95, 48.9, 48.88, 48.93, 48.86, 48.92][:len(gpus)]),
             "kernel_log": KERNEL_LOG,

@@ -9,7 +9,6 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.gpufleet.provision.plugins.module_utils import _profile
 from ansible_collections.gpufleet.provision.plugins.module_utils._desired import drivers
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.framework import NotAsked, Skip, outcome, registrar
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.parsers.kernel_log import XID_MEANING, parse_xids
