@@ -260,9 +260,9 @@ def parse_apt_simulation(text):
     Sample::
 
         Remv nvidia-fabricmanager-535 [535.183.01-0ubuntu0.22.04.1]
-        Inst nvidia-driver-550-server (550.90.07-0ubuntu0.22.04.1 gpufleet-lab:./ [amd64])
-        Inst nvidia-fabricmanager-550 [550.54.15-0ubuntu0.22.04.1] (550.90.07-0ubuntu0.22.04.1 gpufleet-lab:./ [amd64])
-        Conf nvidia-driver-550-server (550.90.07-0ubuntu0.22.04.1 gpufleet-lab:./ [amd64])
+        Inst nvidia-driver-550-server (550.90.07-0ubuntu0.22.04.1 Ubuntu:22.04/jammy-updates [amd64])
+        Inst nvidia-fabricmanager-550 [550.54.15-0ubuntu0.22.04.1] (550.90.07-0ubuntu0.22.04.1 Ubuntu:22.04/jammy-updates [amd64])
+        Conf nvidia-driver-550-server (550.90.07-0ubuntu0.22.04.1 Ubuntu:22.04/jammy-updates [amd64])
     """
     install, remove = [], []
     for line in text.splitlines():
