@@ -305,7 +305,9 @@ def boot():
         state["kernel"] = {"release": kernel[0], "cmdline": kernel[1]}
     else:
         state.setdefault("kernel", {"release": os.uname().release, "cmdline": "BOOT_IMAGE=/boot/vmlinuz ro quiet"})
-    state["nvidia"] = {"driver_version": installed_driver()}
+    # nvidia_peermem is loaded by this boot only as systemd-modules-load would (modules_loaded_at_boot
+    # below): the renderer's default (loaded with the driver) is for the fixture trees.
+    state["nvidia"] = {"driver_version": installed_driver(), "peermem": False}
     state["boot_id"] = str(uuid.uuid4())
     nic_fw, nvme_fw = boot_devices()
     state["nic_firmware"] = dict(state.get("nic_firmware") or {}, **nic_fw)
