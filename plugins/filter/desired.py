@@ -10,7 +10,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.provision.plugins.module_utils import _desired
+from ansible_collections.gpufleet.provision.plugins.module_utils._desired import registry as _desired
 
 
 def desired(profile, area, **context):

@@ -9,7 +9,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.provision.plugins.module_utils._fabric import FabricError
+from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.model import FabricError
 from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.placement import place
 
 

@@ -65,7 +65,7 @@ from ansible.errors import AnsibleParserError
 from ansible.module_utils.common.text.converters import to_native
 from ansible.plugins.inventory import BaseInventoryPlugin, Constructable
 
-from ansible_collections.gpufleet.provision.plugins.module_utils._fabric import DEFAULT_SUSPICIOUS_HOSTNAMES
+from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.model import DEFAULT_SUSPICIOUS_HOSTNAMES
 
 SUPPORTED_SCHEMA = 1
 # Used when fabric.json has no policy (older files); the model's own list wins when present.

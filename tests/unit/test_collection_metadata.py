@@ -34,6 +34,8 @@ def test_action_groups_do_not_mix_node_and_bmc_modules():
     groups = yaml.safe_load(_read("meta", "runtime.yml"))["action_groups"]
     assert groups["node"] == ["node_facts", "validate_node"]
     assert groups["bmc"] == ["redfish_bios", "redfish_power"]
+    # the washing machine's modules: their root is the OS root, so they never share node's `root`
+    assert not set(groups["node_config"]) & set(groups["node"])
     assert "gpufleet" not in groups
     modules = {f[:-3] for f in os.listdir(os.path.join(REPO, "plugins", "modules")) if f.endswith(".py")}
     assert set(sum(groups.values(), [])) == modules

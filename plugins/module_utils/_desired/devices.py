@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Desired state of PCIe ACS/ATS, storage and firmware (see _desired/__init__.py).
+"""Desired state of PCIe ACS/ATS, storage and firmware (see _desired/registry.py).
 
 Areas (``profile | gpufleet.provision.desired('<area>')``) and the gate check that must expect the same:
 
@@ -20,7 +20,7 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.gpufleet.provision.plugins.module_utils._desired import area, DesiredError
+from ansible_collections.gpufleet.provision.plugins.module_utils._desired.registry import area, DesiredError
 from ansible_collections.gpufleet.provision.plugins.module_utils._devices import acs as _acs
 
 # pci=config_acs= exists from Linux 6.11 (drivers/pci/pci.c, Documentation/admin-guide/kernel-parameters.txt).

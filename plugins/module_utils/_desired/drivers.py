@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Desired state of the NVIDIA driver, fabric manager, OFED and held packages (see _desired/__init__.py).
+"""Desired state of the NVIDIA driver, fabric manager, OFED and held packages (see _desired/registry.py).
 
 Package names are what the roles *ask for*; ``package_pins`` resolves them against the node's own
 repositories (an upstream version matches any revision; a virtual name resolves to its provider: from
@@ -21,7 +21,7 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.gpufleet.provision.plugins.module_utils._desired import AREAS, DesiredError, area
+from ansible_collections.gpufleet.provision.plugins.module_utils._desired.registry import AREAS, DesiredError, area
 
 FLAVORS = ("server", "open", "server-open")
 # GPU generations whose NVSwitch fabric needs the NVLink subnet manager (nvlsm) beside fabric manager.

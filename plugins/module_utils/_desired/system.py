@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Desired state of BIOS, kernel, kernel command line and tuning (see _desired/__init__.py).
+"""Desired state of BIOS, kernel, kernel command line and tuning (see _desired/registry.py).
 
 Every function takes the validated (normalised) profile. The gate's checks call the same ones:
 
@@ -15,7 +15,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpufleet.provision.plugins.module_utils import _cmdline
-from ansible_collections.gpufleet.provision.plugins.module_utils._desired import AREAS, DesiredError, area
+from ansible_collections.gpufleet.provision.plugins.module_utils._desired.registry import AREAS, DesiredError, area
 from ansible_collections.gpufleet.provision.plugins.module_utils._profile import section, size_kb
 
 HUGEPAGE_KEYS = _cmdline.HUGEPAGE_KEYS

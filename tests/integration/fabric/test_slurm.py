@@ -23,7 +23,8 @@ import time
 
 import pytest
 
-from ansible_collections.gpufleet.provision.plugins.module_utils import _fabric, _fabric_outputs
+from ansible_collections.gpufleet.provision.plugins.module_utils import _fabric_outputs
+from ansible_collections.gpufleet.provision.plugins.module_utils._fabric import model as _fabric
 from ansible_collections.gpufleet.provision.plugins.module_utils._ibnetdiscover import parse, parse_file
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))

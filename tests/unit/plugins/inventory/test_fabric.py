@@ -13,7 +13,8 @@ from ansible.plugins.loader import fragment_loader, init_plugin_loader
 from ansible.utils.plugin_docs import add_fragments
 
 from ansible_collections.gpufleet.provision.plugins.inventory import fabric as fabric_inventory
-from ansible_collections.gpufleet.provision.plugins.module_utils import _fabric, _fabric_outputs
+from ansible_collections.gpufleet.provision.plugins.module_utils import _fabric_outputs
+from ansible_collections.gpufleet.provision.plugins.module_utils._fabric import model as _fabric
 from ansible_collections.gpufleet.provision.plugins.module_utils._ibnetdiscover import parse
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))

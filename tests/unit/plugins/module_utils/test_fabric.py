@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from ansible_collections.gpufleet.provision.plugins.module_utils import _fabric
+from ansible_collections.gpufleet.provision.plugins.module_utils._fabric import model as _fabric
 from ansible_collections.gpufleet.provision.plugins.module_utils._ibnetdiscover import parse, parse_file
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "lab", "fabric"))

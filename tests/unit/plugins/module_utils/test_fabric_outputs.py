@@ -4,7 +4,8 @@ import os
 import re
 import sys
 
-from ansible_collections.gpufleet.provision.plugins.module_utils import _fabric, _fabric_outputs as out
+from ansible_collections.gpufleet.provision.plugins.module_utils import _fabric_outputs as out
+from ansible_collections.gpufleet.provision.plugins.module_utils._fabric import model as _fabric
 from ansible_collections.gpufleet.provision.plugins.module_utils._ibnetdiscover import parse
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "lab", "fabric"))

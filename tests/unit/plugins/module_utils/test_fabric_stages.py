@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from ansible_collections.gpufleet.provision.plugins.module_utils import _fabric
+from ansible_collections.gpufleet.provision.plugins.module_utils._fabric import model as _fabric
 from ansible_collections.gpufleet.provision.plugins.module_utils._fabric import adapters, hosts, links, structure, verdicts
 from ansible_collections.gpufleet.provision.plugins.module_utils._ibnetdiscover import parse
 

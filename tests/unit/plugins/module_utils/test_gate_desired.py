@@ -4,7 +4,7 @@ import copy
 import importlib.util
 import os
 
-from ansible_collections.gpufleet.provision.plugins.module_utils import _desired
+from ansible_collections.gpufleet.provision.plugins.module_utils._desired import registry as _desired
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate import gate
 
 _SPEC = importlib.util.spec_from_file_location("validate_test_checks_d", os.path.join(os.path.dirname(__file__), "test_checks.py"))

@@ -5,7 +5,8 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.gpufleet.provision.plugins.module_utils import _desired, _profile
+from ansible_collections.gpufleet.provision.plugins.module_utils import _profile
+from ansible_collections.gpufleet.provision.plugins.module_utils._desired import registry as _desired
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", ".."))
 
