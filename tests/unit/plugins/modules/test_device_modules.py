@@ -61,9 +61,10 @@ def test_pcie_acs_check_apply_idempotent(node):
     assert node.tool("setpci", "-s", "0000:28:00.0", "ECAP_ACS+0x6.w").strip() == "005d"
 
 
-def test_pcie_acs_without_readable_nics_has_nothing_to_hold(node):
-    # the NICs' device links broken: node_facts lists no NIC (a warning each), so there is no GPU-NIC
-    # path; the named failures for GPUs and NICs without pairs/bridges are in test_acs.py
+def test_pcie_acs_with_unreadable_nic_paths_fails_naming_them(node):
+    # the NICs' device links broken: node_facts keeps each NIC without a PCI location (a warning each),
+    # so GPUs and NICs are there but no GPU-NIC path is: an empty bridge list is an error, never
+    # "nothing to do" (the named failures for GPUs and NICs without pairs/bridges are in test_acs.py)
     ib = os.path.join(node.root, "sys", "class", "infiniband")
     for name in os.listdir(ib):
         if os.path.islink(os.path.join(ib, name)):
@@ -71,7 +72,8 @@ def test_pcie_acs_without_readable_nics_has_nothing_to_hold(node):
             os.unlink(os.path.join(target, "device"))
             os.symlink("/nowhere", os.path.join(target, "device"))
     rc, res = node("pcie_acs", {"root": node.root, "host_mode": "bare_metal", "setpci": node.bin + "/setpci"})
-    assert rc == 0 and res["bridges"] == []
+    assert rc != 0, res
+    assert "no GPU-NIC pair on a node with GPUs" in res["msg"] and "mlx5_0" in res["msg"], res["msg"]
 
 
 def test_nic_config_next_boot_and_reboot_reasons(node):
