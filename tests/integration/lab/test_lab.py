@@ -85,7 +85,8 @@ def test_fresh_twins_report_the_dirty_model(lab):
     # OS-side faults are real files and real dpkg state
     assert lab.ssh("twin1", "apt-mark showhold").stdout.split() == []
     assert sorted(lab.ssh("twin4", "apt-mark showhold").stdout.split()) == [
-        "linux-image-6.8.0-45-generic", "nvidia-driver-550-server", "nvidia-fabricmanager-550"]
+        "linux-headers-6.8.0-45-generic", "linux-image-6.8.0-45-generic", "mlnx-ofed-kernel-dkms", "mlnx-ofed-kernel-utils",
+        "nvidia-driver-550-server", "nvidia-fabricmanager-550"]
     assert "hugepages=32" in lab.ssh("twin1", "cat /etc/default/grub.d/50-cloudimg-settings.cfg").stdout
     assert lab.ssh("twin4", "ofed_info -s").stdout.strip() == "MLNX_OFED_LINUX-23.10-1.1.9.0:"
     # DKMS stand-in built OFED for the kernel with headers; modinfo looks under the twin's running kernel
