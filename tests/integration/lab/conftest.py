@@ -87,7 +87,7 @@ class Lab:
             assert proc.returncode == 0, "ansible-playbook failed:\n%s\n%s" % (proc.stdout[-4000:], proc.stderr[-2000:])
         return proc
 
-    def run_playbook(self, name, extra=None, timeout=600):
+    def run_playbook(self, name, extra=None, timeout=1800):
         """Run one of the collection's playbooks (playbooks/<name>) against the test lab."""
         cmd = [os.path.join(VENV_BIN, "ansible-playbook"), "-i", self.inventory_dir, os.path.join(REPO, "playbooks", name)]
         if extra:
