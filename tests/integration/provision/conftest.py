@@ -39,7 +39,7 @@ class ProvisionLab(_LAB.Lab):
         with open(path, "w") as handle:
             yaml.safe_dump(inv, handle, sort_keys=False)
 
-    def provision(self, *args, extra=None, limit=None, timeout=900):
+    def provision(self, *args, extra=None, limit=None, timeout=1800):
         """ansible-playbook playbooks/provision.yml [args] against the test lab: the CompletedProcess."""
         cmd = [os.path.join(_LAB.VENV_BIN, "ansible-playbook"), "-i", self.inventory_dir,
                os.path.join(REPO, "playbooks", "provision.yml")] + list(args)
