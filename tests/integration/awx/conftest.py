@@ -145,7 +145,7 @@ class Job:
             yaml.safe_dump(inv, handle, sort_keys=False)
         self.inventory = inv
 
-    def run(self, playbook, ident, extravars, limit=None, timeout=900):
+    def run(self, playbook, ident, extravars, limit=None, timeout=1800):
         env_dir = os.path.join(self.pdd, "env")
         os.makedirs(env_dir, exist_ok=True)
         vaulted = dict(extravars)
