@@ -7,7 +7,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import json
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate.parsers.jsondoc import json_after_text
 
 
 def parse_dcgm_diag(text):
@@ -19,13 +19,7 @@ def parse_dcgm_diag(text):
     say why. Text before the JSON (``Successfully ran diagnostic for group.``) is skipped.
     ``runtime_error`` (the diagnostic could not run) raises ValueError with its text.
     """
-    start = text.find("{")
-    if start < 0:
-        raise ValueError("no JSON document")
-    try:
-        doc = json.loads(text[start:])
-    except ValueError as exc:
-        raise ValueError("not JSON: %s" % exc)
+    doc = json_after_text(text)
     top = None
     for value in (doc.values() if isinstance(doc, dict) else []):
         if isinstance(value, dict) and ("test_categories" in value or "runtime_error" in value):

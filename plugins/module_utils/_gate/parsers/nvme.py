@@ -7,7 +7,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import json
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate.parsers.jsondoc import json_after_text
 
 
 def _number(doc, key):
@@ -28,13 +28,7 @@ def parse_smart_log(text):
         {"critical_warning" : 0, "temperature" : 302, "avail_spare" : 100, "spare_thresh" : 10,
          "percent_used" : 0, ..., "media_errors" : 0, "num_err_log_entries" : 0, ...}
     """
-    start = text.find("{")
-    if start < 0:
-        raise ValueError("no JSON document")
-    try:
-        doc = json.loads(text[start:])
-    except ValueError as exc:
-        raise ValueError("not JSON: %s" % exc)
+    doc = json_after_text(text)
     if not isinstance(doc, dict):
         raise ValueError("not a JSON object")
     return dict((k, _number(doc, k)) for k in ("critical_warning", "avail_spare", "spare_thresh", "percent_used", "media_errors"))
