@@ -501,6 +501,7 @@ def create_twin(spec, ref):
     name = spec["name"]
     folder = twin_config(spec)
     podman("run", "-d", "--name", container(name), "--hostname", name, "--label", "%s=%s" % (LABEL, name),
+           "--label", "%s.prefix=%s" % (LABEL, PREFIX),
            "--annotation", "gpufleet.lab.twin=" + name, "--annotation", "gpufleet.lab.state=" + STATE,
            "--systemd=always", "--restart=always",
            # slirp4netns: a network namespace of its own, one loopback port forwarded, no host firewall rules.
@@ -625,7 +626,11 @@ def _safe(func, *args):
 
 
 def our_containers():
-    proc = podman("ps", "-a", "--filter", "label=" + LABEL, "--format", "{{.Names}}", check=False)
+    """This lab's twins: labelled with our prefix. A name test alone is not enough: the test labs'
+    prefixes extend each other (gpufleet-labtest-, gpufleet-labtest-prov-), and a lab going down
+    took the parallel labs' twins with it."""
+    proc = podman("ps", "-a", "--filter", "label=%s.prefix=%s" % (LABEL, PREFIX), "--format", "{{.Names}}",
+                  check=False)
     return [n for n in proc.stdout.split() if n.startswith(PREFIX)]
 
 

@@ -48,6 +48,16 @@ def bios(host):
     return current.get("Attributes", {}), pending
 
 
+def desired(host, area):
+    """The role's default for an area, rendered by Ansible on the host: the host's profile
+    (gpufleet_profile, a template in the lab's group_vars) through the collection's profile lookup
+    and desired filter (testinfra sees host variables unrendered, and never the role defaults)."""
+    expr = "{{ lookup('gpufleet.provision.profile', gpufleet_profile | default({})) | gpufleet.provision.desired('%s') }}" % area
+    result = host.ansible("ansible.builtin.debug", "msg=\"%s\"" % expr, check=False)
+    assert "msg" in result and not result.get("failed"), result
+    return result["msg"]
+
+
 def raw_bios(host, settings):
     flavour = host.ansible.get_variables()["gpufleet_lab_twin"]["bmc"]["flavour"]
     return _lab.raw_bios(flavour, settings)

@@ -11,7 +11,7 @@ testinfra_hosts = ["ansible://molecule"]   # the platforms of molecule.yml
 
 
 def test_every_desired_setting_is_pending_or_current_at_the_bmc(host):
-    wanted = twins.raw_bios(host, host.ansible.get_variables()["bios_settings"])
+    wanted = twins.raw_bios(host, twins.desired(host, "bios_settings"))
     current, pending = twins.bios(host)
     assert wanted, "the lab maps the profile's settings to at least one attribute"
     effective = dict(current, **pending)

@@ -299,7 +299,8 @@ def test_provision_playbook_end_to_end_then_idempotent(lab):
     assert any(a["kind"] == "miscabled_rail" and a["host"] == "twin3" for a in fabric["anomalies"])
     with open(os.path.join(out, "fabric", "topology.conf")) as handle:
         topology = handle.read()
-    assert "twin4" in topology and "twin3" not in topology                  # only green nodes go to Slurm
+    nodes = _topology_nodes(topology)
+    assert "twin4" in nodes and "twin3" not in nodes                        # only green nodes go to Slurm
 
     boots = dict((host, lab.boot_id(host)) for host in lab.hosts)
     second = lab.run_playbook("provision.yml", extra=extra)
@@ -308,12 +309,29 @@ def test_provision_playbook_end_to_end_then_idempotent(lab):
     assert dict((host, lab.boot_id(host)) for host in lab.hosts) == boots
 
 
+def _topology_nodes(text):
+    """Node names of topology.conf's Nodes= lists, Slurm host lists expanded (twin[1-2,4])."""
+    import re
+    names = set()
+    for value in re.findall(r"Nodes=(\S+)", text):
+        for prefix, ranges, plain in re.findall(r"([^,\[]+)\[([^\]]+)\]|([^,\[\]]+)", value):
+            if plain:
+                names.add(plain)
+                continue
+            for part in ranges.split(","):
+                low, _, high = part.partition("-")
+                for number in range(int(low), int(high or low) + 1):
+                    names.add("%s%0*d" % (prefix, len(low), number))
+    return names
+
+
 def test_zz_down_leaves_nothing_running_or_bound(lab):
     proc = lab.lab_sh("down", timeout=300)
     assert proc.returncode == 0, proc.stderr
     names = subprocess.run(["podman", "ps", "-a", "--format", "{{.Names}}"], capture_output=True, text=True,
                            env=lab.env, check=True).stdout.split()
-    assert [n for n in names if n.startswith(lab.prefix)] == []
+    # exactly this lab's twins: the other test labs' prefixes start with this one's and may be up
+    assert [n for n in names if n in [lab.prefix + host for host in lab.hosts]] == []
     for hostvars in lab.hosts.values():
         assert not lab.port_open(hostvars["ansible_port"]), hostvars["ansible_port"]
         assert not lab.port_open(hostvars["gpufleet_lab_twin"]["bmc"]["port"])
