@@ -7,7 +7,7 @@ One screen an operator reads in ten seconds: per node READY, QUARANTINED (failin
 one remedy per check id for all the nodes that share it) or FAILED (task and message), the reboots
 done, where the run folder is, the fabric's anomaly counts. Input is what the roles leave per host,
 read defensively (a role that did not run leaves nothing):
-  __validate_result         the gate's result (report.status pass/fail, report.checks with reason, remedy)
+  __validate_result         the gate's result (validate_node: status pass/fail, profile, red checks with reason, remedy)
   gpufleet_failure          {task, msg} of the last failure of a host (callback gpufleet.provision.failures)
   gpufleet_reboot_requests  [{role, reason}] raised by the roles that need the one reboot
   gpufleet_rebooted         set by the reboot role when it rebooted the node
@@ -47,7 +47,8 @@ def node_state(hostvars, host, active):
     """One node's summary entry from its variables."""
     failure = _get(hostvars, host, "gpufleet_failure")
     result = _get(hostvars, host, "__validate_result") or {}
-    report = result.get("report") if isinstance(result, dict) else None
+    # validate_node's result: the verdict and the red checks (the whole report only with return_report)
+    report = result if isinstance(result, dict) and "red" in result else None
     entry = dict(node=host)
     if host not in active:
         failure = failure if isinstance(failure, dict) else {}
@@ -60,7 +61,7 @@ def node_state(hostvars, host, active):
         entry["profile"] = report.get("profile")
         entry["checks"] = [dict(id=c.get("id"), status=c.get("status"), remedy=_short(c.get("remedy") or "", 400),
                                 reason=_short(c.get("reason") or "", 400))
-                           for c in report.get("checks") or [] if c.get("status") in ("fail", "error")]
+                           for c in report.get("red") or [] if c.get("status") in ("fail", "error")]
     else:
         entry["status"] = "NOT GATED"
     requests = _get(hostvars, host, "gpufleet_reboot_requests") or []

@@ -111,5 +111,8 @@ class LookupModule(LookupBase):
 
     def run(self, terms, variables=None, **kwargs):
         variables = variables or {}
-        folders = [variables.get("inventory_dir"), variables.get("playbook_dir"), self._loader.get_basedir(), os.getcwd()]
+        playbook_dir = variables.get("playbook_dir")
+        # one level above the playbook too: a checkout or an AWX project keeps playbooks/ in its root
+        folders = [variables.get("inventory_dir"), playbook_dir, playbook_dir and os.path.dirname(playbook_dir),
+                   self._loader.get_basedir(), os.getcwd()]
         return [load(term, folders) for term in terms]

@@ -6,7 +6,7 @@
 - JUnit XML: one testsuite per node, one testcase per check id (failure / error / skipped elements).
 - Prometheus textfile collector: ``gpufleet_check{node,check}`` 1 (pass) / 0 (fail or error);
   skipped checks are not 0 (that would page for every check a profile does not ask for) but
-  ``gpufleet_check_skipped{node,check} 1``; plus ``gpufleet_node_ready`` and the last-run timestamp.
+  ``gpufleet_check_skipped{node,check} 1``; plus ``gpufleet_node_ready`` and the time the report was written.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -76,9 +76,9 @@ def prometheus(report, timestamp):
         "# HELP gpufleet_node_ready 1 when every check of the node profile is green.",
         "# TYPE gpufleet_node_ready gauge",
         'gpufleet_node_ready{node="%s",profile="%s"} %d' % (node, profile, 1 if report.get("status") == "pass" else 0),
-        "# HELP gpufleet_validate_last_run_timestamp_seconds Unix time of the last validation run.",
-        "# TYPE gpufleet_validate_last_run_timestamp_seconds gauge",
-        'gpufleet_validate_last_run_timestamp_seconds{node="%s"} %d' % (node, int(timestamp)),
+        "# HELP gpufleet_validate_report_timestamp_seconds Unix time the report was written: since then its verdicts hold (an unchanged report is not rewritten).",
+        "# TYPE gpufleet_validate_report_timestamp_seconds gauge",
+        'gpufleet_validate_report_timestamp_seconds{node="%s"} %d' % (node, int(timestamp)),
     ]
     return "\n".join(lines) + "\n"
 
@@ -102,3 +102,22 @@ def details(report):
         if chk["status"] in ("fail", "error"):
             out.append("%s %s: %s -> fix: %s" % (chk["id"], chk["status"].upper(), chk.get("reason"), chk.get("remedy")))
     return out
+
+
+def compact(report):
+    """What a job event carries for a node: the verdict, counts, each check's status, and the red
+    checks with reason and remedy; the observed and expected values stay in the report files."""
+    checks = report.get("checks") or []
+    red = [dict((k, c.get(k)) for k in ("id", "status", "reason", "remedy")) for c in checks
+           if c["status"] in ("fail", "error")]
+    return {
+        "status": report.get("status"),
+        "node": report.get("node"),
+        "profile": report.get("profile"),
+        "failed_checks": list(report.get("failed") or []),
+        "counts": report.get("counts"),
+        "checks": dict((c["id"], c["status"]) for c in checks),
+        "red": red,
+        "summary": summary(report),
+        "details": details(report),
+    }

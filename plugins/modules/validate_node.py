@@ -10,15 +10,22 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 ---
 module: validate_node
-short_description: Evaluate every validation check of a node profile in one call
+short_description: The validation gate of a node in one round trip, reports written on the controller
 version_added: 0.1.0
 description:
-  - Reads the node's hardware and kernel state through O(root) (the same collector as
-    M(gpufleet.provision.node_facts)), evaluates every check of the gate against O(profile) and the
-    inputs a role collected with standard modules, and returns one report.
-  - All checks run in this one process; nothing on the node is changed.
+  - On the node, reads the hardware and kernel state through O(root) (the same collector as
+    M(gpufleet.provision.node_facts)) and what the checks need besides (installed packages from the
+    package database, unit states from systemd, the read-only commands of O(commands), each with a
+    timeout), evaluates the checks of the gate against O(profile), and returns one report. A
+    command runs only when an evaluated check reads its output, once.
+  - On the controller (action plugin), writes the JSON, JUnit and Prometheus reports into
+    O(report_dir) (only the files whose content changed) and/or PUTs them to O(report_url), and
+    returns a compact result (verdict, counts, the red checks with reason and remedy): job events
+    carry that, never the report or the fact tree.
+  - Nothing on the node is changed.
   - A check without data is V(skip) with a reason starting with C(no data), never V(pass). A check
-    listed in the profile's C(require) (and every enabled active probe) turns a skip into V(fail).
+    listed in the profile's C(require) or in O(require) (and every enabled active probe) turns a skip
+    into V(fail). A command that times out leaves its checks without data, the timeout as the cause.
   - Check ids (C(kernel.cmdline), C(pcie.acs), ...) are a stable interface; see docs/checks.md.
 author:
   - gpufleet maintainers (@gpufleet)
@@ -30,119 +37,191 @@ options:
       - Validated strictly, an unknown key or a value of the wrong type fails the task naming the key.
     type: dict
     required: true
+  checks:
+    description:
+      - Evaluate only these check ids (a role's C(verify) asks for its own area). Empty, every check.
+      - An unknown id fails the task naming it.
+    type: list
+    elements: str
+    default: []
+  require:
+    description:
+      - Check ids whose skip (no data) is a failure, in addition to the profile's C(require).
+    type: list
+    elements: str
+    default: []
+  commands:
+    description:
+      - The read-only commands whose output the checks read, by output name (argv lists):
+        C(nvidia_smi_q), C(ofed_info), C(modinfo_mlx5_core), C(apt_mark_showhold), C(dnf_versionlock),
+        C(kernel_log), C(nvidia_smi_nvlink), and one output per device for names with C({dev}):
+        C(mlxconfig_{dev}) (C(mlxconfig -e -d {dev} q ATS_ENABLED), per rail NIC) and
+        C(nvme_smart_{dev}) (C(nvme smart-log -o json /dev/{dev}), per NVMe drive).
+      - Omitted, the gate's own table (the validate role's C(validate_commands) default). A name
+        absent from the table, or an empty list, runs nothing for it (its checks: no data).
+    type: dict
+  command_timeout:
+    description:
+      - Seconds one command may run (coreutils C(timeout)); a command that takes longer is stopped
+        and its checks report no data with the timeout as the cause.
+    type: int
+    default: 60
   packages:
     description:
-      - Installed packages as C(ansible.builtin.package_facts) returns them in C(ansible_facts.packages).
-      - Omitted, the checks that need them report no data.
+      - Recorded installed packages as C(ansible.builtin.package_facts) returns them, instead of
+        reading the node's package database (offline evaluation of captures).
     type: dict
   services:
     description:
-      - Services as C(ansible.builtin.service_facts) returns them in C(ansible_facts.services).
+      - Recorded services as C(ansible.builtin.service_facts) returns them, instead of asking systemd.
     type: dict
   outputs:
     description:
-      - Captured command output by name, as text or as a registered C(ansible.builtin.command)
-        result (rc 0 gives its stdout; otherwise its stderr or msg becomes the cause in the reason
-        of the checks that need it), for example C(nvidia_smi_q) (C(nvidia-smi -q)), C(ofed_info)
-        (C(ofed_info -s)), C(modinfo_mlx5_core) (C(modinfo -F vermagic mlx5_core)),
-        C(apt_mark_showhold), C(mlxconfig_<pci>) (C(mlxconfig -e -d <pci> q ATS_ENABLED)),
-        C(kernel_log) (C(journalctl -k -b 0)), C(nvidia_smi_nvlink) (C(nvidia-smi nvlink -s)),
-        C(nvme_smart_<nvmeN>) (C(nvme smart-log -o json /dev/<nvmeN>)), and the active probes'
-        C(nccl_debug), C(h2d_bandwidth), C(p2p_bandwidth), C(gdr_bandwidth) and C(dcgm_diag).
+      - Recorded command output by name, instead of running the command: text, or a registered
+        C(ansible.builtin.command) result (rc 0 gives its stdout; otherwise its stderr or msg becomes
+        the cause in the reason of the checks that need it). The names of O(commands), the
+        per-device names, and the active probes' C(nccl_debug), C(h2d_bandwidth), C(p2p_bandwidth),
+        C(gdr_bandwidth) and C(dcgm_diag) (the validate role runs the probes).
     type: dict
     default: {}
   output_errors:
     description:
       - Why an output could not be collected, by output name (for example C(command not found)).
-        Used in the reason of the checks that then have no data.
+        Used in the reason of the checks that then have no data; the command is not run.
     type: dict
     default: {}
   node:
     description:
-      - Node name in the report, the JUnit suite and the Prometheus labels (the role passes
-        C(inventory_hostname)).
+      - Node name in the report, the JUnit suite, the Prometheus labels and the report file names
+        (the role passes C(inventory_hostname)).
       - Defaults to the host name under O(root) (C(etc/hostname)), else the local host name.
     type: str
+  report_dir:
+    description:
+      - A folder on the controller for C(<node>.json) (report and facts), C(<node>.xml) (JUnit) and
+        C(<node>.prom) (textfile collector). Created when absent. A file is written only when its
+        content changed (the Prometheus timestamp aside), so a second run with the same verdicts
+        writes nothing and reports C(changed=false). In check mode nothing is written.
+    type: path
+  report_url:
+    description:
+      - An HTTP(S) base URL each report file is PUT to (C(<url>/<node>.<ext>)), every run (the sink
+        cannot be compared without fetching it). Not in check mode.
+    type: str
+  report_url_username:
+    description: User name for basic authentication at O(report_url).
+    type: str
+  report_url_password:
+    description: Password for basic authentication at O(report_url).
+    type: str
+  report_url_headers:
+    description: Extra HTTP headers for the PUT requests (for example a token).
+    type: dict
+    default: {}
+  report_url_validate_certs:
+    description: Verify the TLS certificate of O(report_url).
+    type: bool
+    default: true
+  fail_on_red:
+    description:
+      - Fail the task when a check fails or errors (a role's C(verify)); the message names every red
+        check with its reason. Default, a red node is a successful task with V(fail) status.
+    type: bool
+    default: false
+  return_report:
+    description:
+      - Also return the whole report (every check with observed and expected values) in RV(report).
+        Off by default: the report goes to the report files, job events stay small.
+    type: bool
+    default: false
 extends_documentation_fragment:
   - gpufleet.provision.hardware_root
-  - gpufleet.provision.hardware_root.READ_ONLY
+attributes:
+  check_mode:
+    support: full
+    description: The node is only read; in check mode the report files are not written (changed tells whether they would be).
+  diff_mode:
+    support: none
+  action:
+    support: full
+    description: The action plugin writes or uploads the reports on the controller.
 notes:
-  - Runtime of the non-probe checks on the reference HGX tree is well under 100 ms (benchmarks/validate_bench.py).
+  - The in-process evaluation of the non-probe checks on the reference HGX tree takes well under
+    100 ms (benchmarks/validate_bench.py); the whole gate's cost per node: benchmarks/fleet_bench.py.
 seealso:
   - module: gpufleet.provision.node_facts
 """
 
 EXAMPLES = r"""
-- name: Validate a node against the HGX H100 profile
+- name: Validate a node against the HGX H100 profile, reports on the controller
   gpufleet.provision.validate_node:
-    profile: "{{ lookup('ansible.builtin.file', 'inventories/profiles/hgx-h100.yml') | from_yaml }}"
-    packages: "{{ ansible_facts.packages }}"
-    services: "{{ ansible_facts.services }}"
-    outputs:
-      nvidia_smi_q: "{{ nvidia_smi_q.stdout }}"
+    profile: "{{ lookup('gpufleet.provision.profile', 'hgx-h100') }}"
     node: "{{ inventory_hostname }}"
+    report_dir: /srv/gpufleet/reports
   register: validation
 
-- name: Evaluate a captured tree (no host state read)
+- name: A role's verify step, the kernel command line only
+  gpufleet.provision.validate_node:
+    profile: "{{ lookup('gpufleet.provision.profile', 'hgx-h100') }}"
+    checks: [kernel.cmdline, kernel.grub_sources]
+    require: [kernel.cmdline]
+    fail_on_red: true
+
+- name: Evaluate a captured tree with recorded inputs (no host state read)
   gpufleet.provision.validate_node:
     root: /srv/captures/node001
     profile:
       name: smoke
       kernel:
         release: 6.8.0-45-generic
+    packages: {}
+    services: {}
+    commands: {}
+    return_report: true
 """
 
 RETURN = r"""
-report:
-  description: The validation report.
-  returned: success
-  type: dict
-  contains:
-    status:
-      description: V(pass) when no check failed or errored, else V(fail).
-      type: str
-      sample: fail
-    node:
-      description: Node name.
-      type: str
-      sample: node001
-    profile:
-      description: The profile's C(name).
-      type: str
-      sample: hgx-h100
-    failed:
-      description: Ids of the checks that failed or errored.
-      type: list
-      elements: str
-      sample: [kernel.cmdline]
-    counts:
-      description: Number of checks per status.
-      type: dict
-      sample: {pass: 27, fail: 1, skip: 2, error: 0}
-    checks:
-      description: One entry per check id, in a stable order.
-      type: list
-      elements: dict
-      sample:
-        - id: kernel.cmdline
-          status: fail
-          observed: {raw: "... hugepagesz=1G hugepages=16 hugepages=16"}
-          expected: {required: [intel_iommu=on]}
-          reason: "hugepages=16 (proc/cmdline) follows hugepages=128 (proc/cmdline) with no hugepagesz= between them: ..."
-          prevents: "hugepages= twice (the kernel ignores the second ...)"
-          remedy: "set the parameters once in GRUB_CMDLINE_LINUX (/etc/default/grub), update-grub (...), reboot"
-facts:
-  description: The facts the checks were evaluated on (schema of C(ansible_facts.gpufleet), docs/facts.md).
-  returned: success
-  type: dict
-junit:
-  description: The report as a JUnit XML document, one testcase per check.
+status:
+  description: V(pass) when no evaluated check failed or errored, else V(fail).
   returned: success
   type: str
-prometheus:
-  description: The report in the Prometheus textfile-collector format (C(gpufleet_check{node,check})).
+  sample: fail
+node:
+  description: Node name.
   returned: success
   type: str
+  sample: node001
+profile:
+  description: The profile's C(name).
+  returned: success
+  type: str
+  sample: hgx-h100
+failed_checks:
+  description: Ids of the checks that failed or errored.
+  returned: success
+  type: list
+  elements: str
+  sample: [kernel.cmdline]
+counts:
+  description: Number of checks per status.
+  returned: success
+  type: dict
+  sample: {pass: 27, fail: 1, skip: 2, error: 0}
+checks:
+  description: The status of every evaluated check, by id.
+  returned: success
+  type: dict
+  sample: {kernel.cmdline: fail, pcie.acs: pass}
+red:
+  description: The failing or erroring checks with their reason and remedy.
+  returned: success
+  type: list
+  elements: dict
+  sample:
+    - id: kernel.cmdline
+      status: fail
+      reason: "hugepages=16 (proc/cmdline) follows hugepages=128 (proc/cmdline) with no hugepagesz= between them"
+      remedy: "set the parameters once in GRUB_CMDLINE_LINUX (/etc/default/grub), update-grub (...), reboot"
 summary:
   description: One line for the play output, naming the failing check ids.
   returned: success
@@ -154,19 +233,62 @@ details:
   type: list
   elements: str
   sample: ["memory.thp FAIL: enabled is [always] -> fix: transparent_hugepage=never on the kernel command line (...)"]
+collected:
+  description: The commands the evaluated checks made the node run, by output name, V(ok) or the cause.
+  returned: success
+  type: dict
+  sample: {nvidia_smi_q: ok, ofed_info: "ofed_info -s: command absent or not executable (...)"}
+report_files:
+  description: The report files by format and whether each was written this run (V(written), V(unchanged), V(would write) in check mode, V(uploaded)).
+  returned: when O(report_dir) or O(report_url) is set
+  type: dict
+  sample: {/srv/reports/node001.json: written, /srv/reports/node001.prom: unchanged}
+report:
+  description: The whole report (every check with observed, expected, reason, prevents, remedy).
+  returned: when O(return_report=true)
+  type: dict
+facts:
+  description: The facts the checks were evaluated on (schema of C(ansible_facts.gpufleet), docs/facts.md).
+  returned: when O(return_report=true)
+  type: dict
 """
 
 import os
 import socket
-import time
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate import collect as _collect
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate import gate
 from ansible_collections.gpufleet.provision.plugins.module_utils import _profile
-from ansible_collections.gpufleet.provision.plugins.module_utils import _report
 from ansible_collections.gpufleet.provision.plugins.module_utils._facts import collect
 from ansible_collections.gpufleet.provision.plugins.module_utils._fs import Root
+
+# Options the action plugin handles on the controller (never sent to the node).
+CONTROLLER_OPTIONS = ("report_dir", "report_url", "report_url_username", "report_url_password",
+                      "report_url_headers", "report_url_validate_certs", "fail_on_red", "return_report")
+
+ARGUMENT_SPEC = dict(
+    root=dict(type="path", default="/"),
+    profile=dict(type="dict", required=True),
+    checks=dict(type="list", elements="str", default=[]),
+    require=dict(type="list", elements="str", default=[]),
+    commands=dict(type="dict"),
+    command_timeout=dict(type="int", default=60),
+    packages=dict(type="dict"),
+    services=dict(type="dict"),
+    outputs=dict(type="dict", default={}),
+    output_errors=dict(type="dict", default={}),
+    node=dict(type="str"),
+    report_dir=dict(type="path"),
+    report_url=dict(type="str"),
+    report_url_username=dict(type="str"),
+    report_url_password=dict(type="str", no_log=True),
+    report_url_headers=dict(type="dict", default={}, no_log=True),
+    report_url_validate_certs=dict(type="bool", default=True),
+    fail_on_red=dict(type="bool", default=False),
+    return_report=dict(type="bool", default=False),
+)
 
 
 def _node_name(fs, given):
@@ -185,70 +307,92 @@ def split_outputs(outputs, errors):
         if isinstance(value, str):
             texts[name] = value
         elif isinstance(value, dict):
-            if value.get("skipped"):
-                causes.setdefault(name, "not run (%s)" % (value.get("skip_reason") or "skipped"))
-            elif value.get("rc") == 0 and not value.get("failed"):
+            cause = _registered_cause(name, value)
+            if cause is None:
                 texts[name] = value.get("stdout") or ""
             else:
-                detail = (value.get("stderr") or value.get("msg") or "").strip().splitlines()
-                cmd = value.get("cmd") or name
-                cmd = " ".join(str(c) for c in cmd) if isinstance(cmd, list) else str(cmd)
-                cause = "%s: rc=%s, %s" % (cmd, value.get("rc"), detail[0][:200] if detail else "no message")
-                # ansible.builtin.command reports a missing executable as rc 2 "Error executing command."
-                # with no output at all (the OSError text is not returned).
-                if value.get("rc") == 2 and not value.get("stdout") and not value.get("stderr"):
-                    cause += " (command absent or not executable?)"
-                causes[name] = cause
+                causes.setdefault(name, cause)
         elif value is not None:
             raise _profile.ProfileError("outputs.%s: expected text or a registered command result, got %s"
                                         % (name, type(value).__name__))
     return texts, causes
 
 
-def run(params):
-    """Validate the profile, collect facts, evaluate. Returns the module result (raises ProfileError)."""
+def _registered_cause(name, value):
+    """Why a registered command result gives no output, or None when it does (rc 0)."""
+    if value.get("skipped"):
+        return "not run (%s)" % (value.get("skip_reason") or "skipped")
+    if value.get("rc") == 0 and not value.get("failed"):
+        return None
+    detail = (value.get("stderr") or value.get("msg") or "").strip().splitlines()
+    cmd = value.get("cmd") or name
+    cmd = " ".join(str(c) for c in cmd) if isinstance(cmd, list) else str(cmd)
+    cause = "%s: rc=%s, %s" % (cmd, value.get("rc"), detail[0][:200] if detail else "no message")
+    # ansible.builtin.command reports a missing executable as rc 2 "Error executing command."
+    # with no output at all (the OSError text is not returned).
+    if value.get("rc") == 2 and not value.get("stdout") and not value.get("stderr"):
+        cause += " (command absent or not executable?)"
+    return cause
+
+
+def command_runner(module, timeout):
+    """run(argv) -> (rc, stdout, stderr) under coreutils timeout, in the C locale; an absent
+    command is rc 127 (collect.NOT_RUN), never a module failure."""
+    wrapper = module.get_bin_path("timeout")
+
+    def run(argv):
+        if module.get_bin_path(argv[0]) is None and not os.path.isfile(argv[0]):
+            return 127, "", "%s: command not found" % argv[0]
+        cmd = [wrapper, "-k", "5", str(timeout)] + list(argv) if wrapper else list(argv)
+        return module.run_command(cmd, environ_update={"LC_ALL": "C", "LANG": "C"})
+    return run
+
+
+def node_inputs(params, run, have, systemd):
+    """The inputs the checks read: recorded ones from ``params``, the rest collected lazily on the
+    node through ``run`` (collect.py)."""
+    outputs, causes = split_outputs(params.get("outputs"), params.get("output_errors"))
+    lazy = _collect.Outputs(run, params.get("commands"), given=outputs, errors=causes,
+                            timeout=params.get("command_timeout") or 60)
+    packages = params.get("packages")
+    if packages is None:
+        packages = lambda: _collect.packages(run, have)  # noqa: E731  (loaded when a check reads them)
+    services = params.get("services")
+    if services is None:
+        services = _collect.Services(run, systemd) if systemd else None
+        if services is None:
+            causes["services"] = "systemd is not running on the node (/run/systemd/system absent)"
+    return lazy, packages, services
+
+
+def run(params, runner=None, have=None, systemd=None):
+    """Validate the profile, collect, evaluate. Returns the module result (raises ProfileError)."""
     profile = _profile.validate(params["profile"], gate.CHECK_IDS)
-    root = params["root"] or "/"
+    root = params.get("root") or "/"
     if not os.path.isdir(root):
         raise _profile.ProfileError("root %s: not a directory" % root)
     facts, warnings = collect(root)
     fs = Root(root)
-    outputs, causes = split_outputs(params.get("outputs"), params.get("output_errors"))
-    inputs = gate.Inputs(facts, profile, packages=params.get("packages"), services=params.get("services"),
-                         outputs=outputs, output_errors=causes,
-                         grub=gate.read_grub_sources(fs))
-    report = gate.evaluate(inputs, node=_node_name(fs, params.get("node")))
-    return {
-        "changed": False,
-        "report": report,
-        "facts": facts,
-        "junit": _report.junit(report),
-        "prometheus": _report.prometheus(report, time.time()),
-        "summary": _report.summary(report),
-        "details": _report.details(report),
-        "warnings": warnings,
-    }
+    outputs, packages, services = node_inputs(params, runner, have, systemd)
+    inputs = gate.Inputs(facts, profile, packages=packages, services=services, outputs=outputs,
+                         output_errors=outputs.errors, grub=gate.read_grub_sources(fs))
+    try:
+        report = gate.evaluate(inputs, node=_node_name(fs, params.get("node")), checks=params.get("checks"),
+                               require=params.get("require") or ())
+    except gate.CheckError as exc:
+        raise _profile.ProfileError(str(exc))
+    return {"changed": False, "report": report, "facts": facts, "collected": outputs.ran, "warnings": warnings}
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            root=dict(type="path", default="/"),
-            profile=dict(type="dict", required=True),
-            packages=dict(type="dict"),
-            services=dict(type="dict"),
-            outputs=dict(type="dict", default={}),
-            output_errors=dict(type="dict", default={}),
-            node=dict(type="str"),
-        ),
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    params = dict((k, v) for k, v in module.params.items() if k not in CONTROLLER_OPTIONS)
     try:
-        result = run(module.params)
+        result = run(params, runner=command_runner(module, params["command_timeout"]),
+                     have=module.get_bin_path, systemd=os.path.isdir("/run/systemd/system"))
     except _profile.ProfileError as exc:
         module.fail_json(msg=str(exc))
-    warnings = result.pop("warnings")
-    for line in warnings:
+    for line in result.pop("warnings"):
         module.warn(line)
     module.exit_json(**result)
 

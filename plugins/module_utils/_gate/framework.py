@@ -58,15 +58,32 @@ class Inputs:
     role collected with standard modules (package_facts, service_facts, command outputs)."""
 
     def __init__(self, facts, profile, packages=None, services=None, outputs=None, output_errors=None, grub=None):
+        """``packages`` may be a loader, ``loader() -> (packages, cause)``, called when a check first
+        reads them (collect.py); ``services`` and ``outputs`` may be collect.py's lazy mappings."""
         self.facts = facts or {}
         self.profile = profile
-        self.packages = packages
+        self._packages = packages
         self.services = services
         self.outputs = outputs or {}
         self.output_errors = output_errors or {}
         self.grub = grub
         self.problems = self.facts.get("problems") or []
         self._parsed = {}
+
+    @property
+    def packages(self):
+        """Installed packages (``package_facts`` form), or None when not collected (the cause in
+        ``output_errors["packages"]``)."""
+        if callable(self._packages):
+            self._packages, cause = self._packages()
+            if cause:
+                self.output_errors["packages"] = cause
+        return self._packages
+
+    def not_collected(self, name):
+        """"<name> not collected" with the cause when one is known."""
+        cause = self.output_errors.get(name) or getattr(getattr(self, name, None), "cause", None)
+        return "%s not collected%s" % (name, " (%s)" % cause if cause else "")
 
     def want(self, *keys):
         """The profile value at keys, or Skip("not in profile (a.b)")."""

@@ -49,13 +49,21 @@ def _json_safe(value):
     return value
 
 
-def evaluate(inputs, node=None, profile_name=None):
-    """Run every check over ``inputs`` (an Inputs with a normalised profile). Returns the report."""
-    required = set((inputs.profile or {}).get("require") or [])
+def evaluate(inputs, node=None, profile_name=None, checks=None, require=()):
+    """Run the checks over ``inputs`` (an Inputs with a normalised profile): every check, or the ids
+    in ``checks`` (in the stable order). ``require`` adds ids whose skip is a failure to the
+    profile's ``require``. Returns the report."""
+    selected = set(checks) if checks else None
+    unknown = sorted((selected or set()).union(require) - set(CHECK_IDS))
+    if unknown:
+        raise CheckError("unknown check id(s): %s (known: see docs/checks.md)" % ", ".join(unknown))
+    required = set((inputs.profile or {}).get("require") or []).union(require)
     # An enabled probe requires its checks' data; a threshold it does not set stays a skip.
     probed = set(c for c, probe in PROBES.items() if _profile.section(inputs.profile, "probes", probe, "enabled"))
     results = []
     for chk in CHECKS:
+        if selected is not None and chk.id not in selected:
+            continue
         observed = expected = None
         not_asked = False
         try:

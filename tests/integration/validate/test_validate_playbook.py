@@ -96,7 +96,7 @@ def recap(stdout):
 
 
 def summaries(stdout):
-    return dict((m.group(1), m.group(0)) for m in re.finditer(r'"msg": "((?:gpu|vm)\d+) (?:READY|QUARANTINE) [^"]*"', stdout))
+    return dict((m.group(1), m.group(0)) for m in re.finditer(r'"((?:gpu|vm)\d+) (?:READY|QUARANTINE) \(profile [^"]*"', stdout))
 
 
 def test_fleet_run_reports_every_node_then_fail_on_red(fleet):
@@ -116,7 +116,7 @@ def test_fleet_run_reports_every_node_then_fail_on_red(fleet):
         assert len(suite.findall("testcase")) == len(data["report"]["checks"])
         prom = (fleet["reports"] / (host + ".prom")).read_text()
         assert 'gpufleet_node_ready{node="%s",profile="hgx-h100"} %d' % (host, host == "gpu001") in prom
-        assert re.search(r'^gpufleet_validate_last_run_timestamp_seconds\{node="%s"\} \d{10}$' % host, prom, re.M)
+        assert re.search(r'^gpufleet_validate_report_timestamp_seconds\{node="%s"\} \d{10}$' % host, prom, re.M)
     ready = json.loads((fleet["reports"] / "gpu001.json").read_text())["report"]
     assert ready["status"] == "pass" and ready["failed"] == []
     # Collected for real on this machine: no fabric manager package or service, no ofed_info
@@ -126,7 +126,7 @@ def test_fleet_run_reports_every_node_then_fail_on_red(fleet):
     assert "nvidia-fabricmanager not installed" in dirty["nvidia.fabricmanager"]["reason"]
     assert dirty["ofed.version"]["status"] == "fail"   # required by the profile
     assert dirty["ofed.version"]["reason"].startswith(
-        "required by profile, but no data: ofed_info -s output not collected (ofed_info -s: rc=2"), dirty["ofed.version"]["reason"]
+        "required by profile, but no data: ofed_info -s output not collected (ofed_info -s: command absent or not executable"), dirty["ofed.version"]["reason"]
     stats = recap(proc.stdout)
     assert all(stats[h]["failed"] == 0 for h in ("gpu001", "gpu002", "gpu003", "vm001")), stats
 

@@ -164,7 +164,7 @@ def _fabricmanager(ctx):
     driver = fm["version"] or nv.get("driver_version")
     failures, unknown, observed = [], [], {"nvswitches": nv.get("nvswitch_count")}
     if ctx.packages is None:
-        unknown.append("packages not collected")
+        unknown.append(ctx.not_collected("packages"))
     else:
         pkgs = _fm_packages(ctx.packages)
         observed["packages"] = ["%s %s" % p for p in pkgs]
@@ -175,11 +175,13 @@ def _fabricmanager(ctx):
         else:
             failures += ["%s %s != driver %s" % (n, v, driver) for n, v in pkgs if upstream_version(v) != driver]
     if ctx.services is None:
-        unknown.append("services not collected")
+        unknown.append(ctx.not_collected("services"))
     else:
         svc = ctx.services.get("nvidia-fabricmanager.service") or ctx.services.get("nvidia-fabricmanager")
         observed["service"] = svc.get("state") if svc else None
-        if svc is None:
+        if svc is None and getattr(ctx.services, "cause", None):   # systemd could not be asked
+            unknown.append(ctx.not_collected("services"))
+        elif svc is None:
             failures.append("nvidia-fabricmanager.service not present")
         elif svc.get("state") != "running":
             failures.append("nvidia-fabricmanager.service %s" % svc.get("state"))

@@ -169,7 +169,7 @@ def _ats(ctx):
         name = "mlxconfig_%s" % nic.get("pci")
         text = ctx.outputs.get(name)
         if text is None:
-            unknown.append("%s not collected" % name)
+            unknown.append(ctx.not_collected(name))
             continue
         try:
             value = parse_mlxconfig(str(text), "ATS_ENABLED")

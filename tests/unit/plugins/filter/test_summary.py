@@ -8,10 +8,12 @@ from ansible_collections.gpufleet.provision.plugins.filter import summary
 
 
 def report(status, failing=()):
-    checks = [{"id": "numa.layout", "status": "pass", "reason": "", "remedy": "BIOS: SNC4"}]
-    for check_id, remedy in failing:
-        checks.append({"id": check_id, "status": "fail", "reason": "%s is wrong" % check_id, "remedy": remedy})
-    return {"report": {"status": status, "profile": "hgx-h100", "checks": checks, "failed": [c for c, _r in failing]}}
+    """validate_node's result as the role registers it (the compact form, no whole report)."""
+    red = [{"id": check_id, "status": "fail", "reason": "%s is wrong" % check_id, "remedy": remedy}
+           for check_id, remedy in failing]
+    checks = dict([("numa.layout", "pass")] + [(c, "fail") for c, _r in failing])
+    return {"status": status, "profile": "hgx-h100", "checks": checks, "red": red,
+            "failed_checks": [c for c, _r in failing]}
 
 
 HOSTVARS = {

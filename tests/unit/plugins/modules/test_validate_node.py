@@ -1,4 +1,5 @@
-"""validate_node through Ansible itself (ad hoc): reference tree, check mode, bad profile, outputs."""
+"""validate_node through Ansible itself (ad hoc, module and action plugin): reference tree, report
+files written once, check mode, check subsets, command timeouts, bad input."""
 import json
 import os
 import xml.etree.ElementTree as ET
@@ -7,6 +8,8 @@ import pytest
 import yaml
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+# Recorded inputs: nothing installed, no unit, no command run (the tree alone).
+NOTHING = {"packages": {}, "services": {}, "commands": {}}
 
 
 def profile():
@@ -14,27 +17,78 @@ def profile():
         return yaml.safe_load(handle)
 
 
-@pytest.mark.parametrize("check", [False, True])
-def test_reference_tree_without_collected_inputs(adhoc, unpacked_tree, check):
+def test_reference_tree_reports_written_once_then_unchanged(adhoc, unpacked_tree, tmp_path):
     root = unpacked_tree("hgx-h100-ref")
-    rc, result = adhoc("validate_node", {"root": root, "profile": profile(), "node": "gpu001"}, check=check)
+    args = dict(NOTHING, root=root, profile=profile(), node="gpu001", report_dir=str(tmp_path / "gate"))
+    rc, result = adhoc("validate_node", args)
     assert rc == 0, result
-    assert result["changed"] is False
-    report = result["report"]
-    by_id = dict((c["id"], c) for c in report["checks"])
-    # Everything the tree can prove passes. The checks the profile requires that need collected
-    # inputs (packages, services, command outputs) have no data: a required skip is a fail.
-    needs_inputs = ["nvidia.fabricmanager", "ofed.version", "ofed.kernel_match", "packages.held"]
-    assert sorted(report["failed"]) == sorted(needs_inputs)
-    for check_id in needs_inputs:
-        assert by_id[check_id]["reason"].startswith("required by profile, but no data"), by_id[check_id]
-    assert by_id["pcie.acs"]["status"] == "pass" and by_id["nic.rails"]["status"] == "pass"
-    assert by_id["kernel.grub_sources"]["status"] == "pass"  # the capture carries /etc/default/grub
-    assert result["facts"]["schema"] == 1 and len(result["facts"]["gpus"]) == 8
-    suite = ET.fromstring(result["junit"]).find("testsuite")
-    assert suite.get("name") == "gpu001" and len(suite.findall("testcase")) == len(report["checks"])
-    assert 'gpufleet_check{node="gpu001",check="nvidia.fabricmanager"} 0' in result["prometheus"]
+    # Everything the tree can prove passes; what needs packages, services or commands is red
+    # (nothing installed, or required by the profile and without data)
+    assert sorted(result["failed_checks"]) == ["nvidia.fabricmanager", "ofed.kernel_match", "ofed.version", "packages.held"]
+    red = dict((c["id"], c) for c in result["red"])
+    assert red["ofed.version"]["reason"].startswith("required by profile, but no data")
+    assert red["nvidia.fabricmanager"]["reason"].startswith("nvidia-fabricmanager not installed")
+    assert red["packages.held"]["remedy"].startswith("apt-mark hold")
+    assert result["checks"]["pcie.acs"] == "pass" and result["checks"]["kernel.grub_sources"] == "pass"
     assert result["summary"].startswith("gpu001 QUARANTINE (profile hgx-h100): nvidia.fabricmanager, ")
+    assert "report" not in result and "facts" not in result and result["collected"] == {}
+    files = dict((os.path.basename(p), s) for p, s in result["report_files"].items())
+    assert files == {"gpu001.json": "written", "gpu001.prom": "written", "gpu001.xml": "written"}
+    assert result["changed"] is True
+    saved = json.loads((tmp_path / "gate" / "gpu001.json").read_text())
+    assert saved["facts"]["schema"] == 1 and len(saved["facts"]["gpus"]) == 8
+    assert sorted(saved["report"]["failed"]) == sorted(result["failed_checks"])
+    suite = ET.fromstring((tmp_path / "gate" / "gpu001.xml").read_text()).find("testsuite")
+    assert suite.get("name") == "gpu001" and len(suite.findall("testcase")) == len(result["checks"])
+    prom = (tmp_path / "gate" / "gpu001.prom").read_text()
+    assert 'gpufleet_check{node="gpu001",check="nvidia.fabricmanager"} 0' in prom
+
+    # the same verdicts again: nothing written (the timestamp alone does not count), changed=false
+    before = dict((p.name, p.stat().st_mtime_ns) for p in (tmp_path / "gate").iterdir())
+    rc, again = adhoc("validate_node", args)
+    assert rc == 0 and again["changed"] is False, again
+    assert set(again["report_files"].values()) == {"unchanged"}
+    assert dict((p.name, p.stat().st_mtime_ns) for p in (tmp_path / "gate").iterdir()) == before
+
+
+def test_check_mode_predicts_the_report_files_and_writes_nothing(adhoc, unpacked_tree, tmp_path):
+    args = dict(NOTHING, root=unpacked_tree("hgx-h100-ref"), profile=profile(), node="gpu001",
+                report_dir=str(tmp_path / "gate"))
+    rc, result = adhoc("validate_node", args, check=True)
+    assert rc == 0, result
+    assert result["changed"] is True and set(result["report_files"].values()) == {"would write"}
+    assert not (tmp_path / "gate").exists()
+
+
+def test_subset_of_checks_and_fail_on_red(adhoc, unpacked_tree):
+    args = dict(NOTHING, root=unpacked_tree("hgx-h100-ref"), profile=profile(), checks=["pcie.acs", "kernel.grub_sources"])
+    rc, result = adhoc("validate_node", args)
+    assert rc == 0 and result["checks"] == {"pcie.acs": "pass", "kernel.grub_sources": "pass"}, result
+    rc, result = adhoc("validate_node", dict(args, checks=["packages.held", "pcie.acs"], fail_on_red=True))
+    assert rc != 0 and result["msg"].startswith("gpu001: packages.held fail: ") or "packages.held fail: " in result["msg"]
+    rc, result = adhoc("validate_node", dict(args, checks=["pcie.acs", "pcie.acz"]))
+    assert rc != 0 and "unknown check id(s): pcie.acz" in result["msg"]
+
+
+def test_required_skip_is_red(adhoc, unpacked_tree):
+    # gpu.ecc needs nvidia-smi -q: no command, no data; required here, so red
+    args = dict(NOTHING, root=unpacked_tree("hgx-h100-ref"), profile=profile(), checks=["gpu.ecc"])
+    rc, result = adhoc("validate_node", args)
+    assert rc == 0 and result["checks"] == {"gpu.ecc": "skip"}
+    rc, result = adhoc("validate_node", dict(args, require=["gpu.ecc"]))
+    assert rc == 0 and result["checks"] == {"gpu.ecc": "fail"}
+    assert result["red"][0]["reason"].startswith("required by profile, but no data: nvidia-smi -q output not collected")
+
+
+def test_a_command_that_hangs_is_stopped_and_named(adhoc, unpacked_tree):
+    args = dict(NOTHING, root=unpacked_tree("hgx-h100-ref"), profile=profile(), checks=["gpu.ecc", "gpu.nvlink"],
+                commands={"nvidia_smi_q": ["sleep", "30"], "nvidia_smi_nvlink": ["gpufleet-no-such-tool", "-s"]},
+                command_timeout=1)
+    rc, result = adhoc("validate_node", args)
+    assert rc == 0, result
+    assert result["collected"]["nvidia_smi_q"] == "sleep 30: timed out after 1 s"
+    assert result["collected"]["nvidia_smi_nvlink"].startswith("gpufleet-no-such-tool -s: command absent or not executable")
+    assert result["checks"] == {"gpu.ecc": "skip", "gpu.nvlink": "skip"}
 
 
 def test_registered_command_results_become_outputs_or_causes(adhoc, unpacked_tree):
@@ -45,13 +99,26 @@ def test_registered_command_results_become_outputs_or_causes(adhoc, unpacked_tre
                               "cmd": ["modinfo", "-F", "vermagic", "mlx5_core"]},
         "nvidia_smi_q": {"skipped": True, "skip_reason": "Conditional result was False"},
     }
-    rc, result = adhoc("validate_node", {"root": root, "profile": profile(), "outputs": outputs})
+    rc, result = adhoc("validate_node", dict(NOTHING, root=root, profile=profile(), outputs=outputs))
     assert rc == 0, result
-    by_id = dict((c["id"], c) for c in result["report"]["checks"])
-    assert by_id["ofed.version"]["status"] == "pass"
-    assert by_id["ofed.kernel_match"]["status"] == "fail"   # required by the profile
+    red = dict((c["id"], c) for c in result["red"])
+    assert result["checks"]["ofed.version"] == "pass"
+    assert result["checks"]["ofed.kernel_match"] == "fail"   # required by the profile
     assert "modinfo -F vermagic mlx5_core: rc=2, Error executing command. (command absent or not executable?)" \
-        in by_id["ofed.kernel_match"]["reason"]
+        in red["ofed.kernel_match"]["reason"]
+
+
+def test_packages_read_from_this_machines_package_database(adhoc, unpacked_tree):
+    # the real dpkg database of the machine the tests run on: dpkg itself is installed, not held
+    prof = dict(profile(), packages={"held": ["dpkg"]})
+    rc, result = adhoc("validate_node", {"root": unpacked_tree("hgx-h100-ref"), "profile": prof, "checks": ["packages.held"],
+                                         "commands": {"apt_mark_showhold": ["apt-mark", "showhold"]}, "return_report": True})
+    if not os.path.exists("/var/lib/dpkg/status"):
+        pytest.skip("no dpkg database on this machine")
+    assert rc == 0, result
+    assert result["collected"] == {"apt_mark_showhold": "ok"}
+    check = result["report"]["checks"][0]
+    assert "dpkg: installed, not held" in check["reason"], check
 
 
 @pytest.mark.parametrize("bad,message", [
@@ -65,7 +132,12 @@ def test_bad_profile_fails_naming_the_key(adhoc, unpacked_tree, bad, message):
     assert "Traceback" not in json.dumps(result)
 
 
-def test_bad_root_fails_clearly(adhoc):
+def test_bad_root_and_bad_report_dir_fail_clearly(adhoc, unpacked_tree, tmp_path):
     rc, result = adhoc("validate_node", {"root": "/definitely/not/here", "profile": {"name": "x"}})
     assert rc != 0
     assert result["msg"] == "root /definitely/not/here: not a directory"
+    (tmp_path / "file").write_text("x")
+    rc, result = adhoc("validate_node", dict(NOTHING, root=unpacked_tree("cloud-guest"), profile={"name": "x"},
+                                             node="n1", report_dir=str(tmp_path / "file")))
+    assert rc != 0
+    assert result["msg"] == "validate_node on n1: reports not stored: report_dir %s: exists and is not a folder" % (tmp_path / "file")

@@ -1,0 +1,79 @@
+"""The gate's report files on the controller: written only when changed (the timestamp aside),
+atomically; uploaded with PUT to a real HTTP server on loopback."""
+import http.server
+import json
+import os
+import threading
+
+import pytest
+
+from ansible.module_utils.urls import open_url
+
+from ansible_collections.gpufleet.provision.plugins.plugin_utils import gate_reports
+
+REPORT = {"status": "fail", "node": "gpu001", "profile": "hgx-h100", "failed": ["cpu.smt"],
+          "counts": {"pass": 1, "fail": 1, "skip": 0, "error": 0},
+          "checks": [{"id": "numa.layout", "status": "pass", "reason": "ok", "remedy": "BIOS: SNC4"},
+                     {"id": "cpu.smt", "status": "fail", "reason": "1 thread per core", "remedy": "BIOS: enable HT"}]}
+
+
+def test_written_once_then_unchanged_even_when_the_time_moves(tmp_path):
+    folder = str(tmp_path / "gate")
+    first = gate_reports.plan(folder, "gpu001", gate_reports.render(REPORT, {"schema": 1}, 1764400000))
+    assert sorted(os.path.basename(p) for p in first) == ["gpu001.json", "gpu001.prom", "gpu001.xml"]
+    assert set(gate_reports.write(first).values()) == {"written"}
+    assert json.loads((tmp_path / "gate" / "gpu001.json").read_text())["report"]["failed"] == ["cpu.smt"]
+    prom = (tmp_path / "gate" / "gpu001.prom").read_text()
+    assert 'gpufleet_check{node="gpu001",check="cpu.smt"} 0\n' in prom
+    assert prom.endswith('gpufleet_validate_report_timestamp_seconds{node="gpu001"} 1764400000\n')
+
+    # later, other free space in the facts, the same report: nothing rewritten
+    later = gate_reports.plan(folder, "gpu001", gate_reports.render(REPORT, {"schema": 1, "free": 7}, 1764400600))
+    assert set(gate_reports.write(later).values()) == {"unchanged"}
+    assert (tmp_path / "gate" / "gpu001.prom").read_text() == prom       # the first timestamp stays
+
+    green = dict(REPORT, status="pass", failed=[], checks=REPORT["checks"][:1])
+    changed = gate_reports.write(gate_reports.plan(folder, "gpu001", gate_reports.render(green, {"schema": 1}, 1764401200)))
+    assert changed == dict((str(tmp_path / "gate" / n), "written") for n in ("gpu001.json", "gpu001.prom", "gpu001.xml"))
+    assert [n for n in os.listdir(folder) if n.startswith(".")] == []   # no temporary file left
+
+
+def test_a_folder_that_is_a_file_is_named(tmp_path):
+    (tmp_path / "gate").write_text("")
+    with pytest.raises(OSError, match="report_dir %s: exists and is not a folder" % (tmp_path / "gate")):
+        gate_reports.plan(str(tmp_path / "gate"), "gpu001", {"json": "{}"})
+
+
+class _Sink(http.server.BaseHTTPRequestHandler):
+    stored = {}
+
+    def do_PUT(self):  # noqa: N802 (the http.server interface)
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        if self.path.endswith(".xml") and self.headers.get("X-Token") != "t0k":
+            self.send_response(403)
+        else:
+            self.stored[self.path] = (self.headers["Content-Type"], body.decode())
+            self.send_response(201)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def sink():
+    server = http.server.HTTPServer(("127.0.0.1", 0), _Sink)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield "http://127.0.0.1:%d/gate/" % server.server_port
+    server.shutdown()
+
+
+def test_upload_puts_each_file_and_names_a_refusal(sink):
+    files = gate_reports.render(REPORT, {"schema": 1}, 1764400000)
+    done = gate_reports.upload(sink, "gpu001", files, open_url, headers={"X-Token": "t0k"})
+    assert sorted(done) == [sink + "gpu001.json", sink + "gpu001.prom", sink + "gpu001.xml"]
+    assert _Sink.stored["/gate/gpu001.prom"] == ("text/plain; version=0.0.4", files["prom"])
+    assert _Sink.stored["/gate/gpu001.json"][0] == "application/json"
+    with pytest.raises(RuntimeError, match=r"PUT %sgpu001.xml failed: HTTP 403" % sink):
+        gate_reports.upload(sink, "gpu001", files, open_url)
