@@ -76,7 +76,7 @@ def prometheus(report, timestamp):
         "# HELP gpufleet_node_ready 1 when every check of the node profile is green.",
         "# TYPE gpufleet_node_ready gauge",
         'gpufleet_node_ready{node="%s",profile="%s"} %d' % (node, profile, 1 if report.get("status") == "pass" else 0),
-        "# HELP gpufleet_validate_report_timestamp_seconds Unix time the report was written: since then its verdicts hold (an unchanged report is not rewritten).",
+        "# HELP gpufleet_validate_report_timestamp_seconds Unix time the report was written (its verdicts hold since; unchanged, not rewritten).",
         "# TYPE gpufleet_validate_report_timestamp_seconds gauge",
         'gpufleet_validate_report_timestamp_seconds{node="%s"} %d' % (node, int(timestamp)),
     ]

@@ -20,7 +20,7 @@ description:
     command runs only when an evaluated check reads its output, once.
   - On the controller (action plugin), writes the JSON, JUnit and Prometheus reports into
     O(report_dir) (only the files whose content changed) and/or PUTs them to O(report_url), and
-    returns a compact result (verdict, counts, the red checks with reason and remedy): job events
+    returns a compact result (verdict, counts, the red checks with reason and remedy). Job events
     carry that, never the report or the fact tree.
   - Nothing on the node is changed.
   - A check without data is V(skip) with a reason starting with C(no data), never V(pass). A check
@@ -52,13 +52,13 @@ options:
     default: []
   commands:
     description:
-      - The read-only commands whose output the checks read, by output name (argv lists):
+      - The read-only commands whose output the checks read, by output name (argv lists), namely
         C(nvidia_smi_q), C(ofed_info), C(modinfo_mlx5_core), C(apt_mark_showhold), C(dnf_versionlock),
-        C(kernel_log), C(nvidia_smi_nvlink), and one output per device for names with C({dev}):
+        C(kernel_log), C(nvidia_smi_nvlink), and one output per device for names with C({dev}),
         C(mlxconfig_{dev}) (C(mlxconfig -e -d {dev} q ATS_ENABLED), per rail NIC) and
         C(nvme_smart_{dev}) (C(nvme smart-log -o json /dev/{dev}), per NVMe drive).
       - Omitted, the gate's own table (the validate role's C(validate_commands) default). A name
-        absent from the table, or an empty list, runs nothing for it (its checks: no data).
+        absent from the table, or an empty list, runs nothing for it (its checks then have no data).
     type: dict
   command_timeout:
     description:
@@ -77,7 +77,7 @@ options:
     type: dict
   outputs:
     description:
-      - Recorded command output by name, instead of running the command: text, or a registered
+      - Recorded command output by name, instead of running the command, as text or as a registered
         C(ansible.builtin.command) result (rc 0 gives its stdout; otherwise its stderr or msg becomes
         the cause in the reason of the checks that need it). The names of O(commands), the
         per-device names, and the active probes' C(nccl_debug), C(h2d_bandwidth), C(p2p_bandwidth),
@@ -131,7 +131,7 @@ options:
   return_report:
     description:
       - Also return the whole report (every check with observed and expected values) in RV(report).
-        Off by default: the report goes to the report files, job events stay small.
+        Off by default, the report goes to the report files and job events stay small.
     type: bool
     default: false
 extends_documentation_fragment:
@@ -147,7 +147,7 @@ attributes:
     description: The action plugin writes or uploads the reports on the controller.
 notes:
   - The in-process evaluation of the non-probe checks on the reference HGX tree takes well under
-    100 ms (benchmarks/validate_bench.py); the whole gate's cost per node: benchmarks/fleet_bench.py.
+    100 ms (benchmarks/validate_bench.py); the whole gate cost per node is in benchmarks/fleet_bench.py.
 seealso:
   - module: gpufleet.provision.node_facts
 """
@@ -356,7 +356,8 @@ def node_inputs(params, run, have, systemd):
                             timeout=params.get("command_timeout") or 60)
     packages = params.get("packages")
     if packages is None:
-        packages = lambda: _collect.packages(run, have)  # noqa: E731  (loaded when a check reads them)
+        def packages():  # read when a check first needs them
+            return _collect.packages(run, have)
     services = params.get("services")
     if services is None:
         services = _collect.Services(run, systemd) if systemd else None

@@ -119,9 +119,9 @@ def test_unreachable_node_is_named_with_task_and_message(awx_job, tmp_path):
     assert result.status == "failed"
     summary = result.stdout.split("gpufleet summary:", 1)[1]
     assert "READY        twin4" in summary
-    assert "FAILED       twin2: task " in summary and "Collect installed packages': unreachable:" in summary, summary[:2000]
+    assert "FAILED       twin2: task " in summary and "Evaluate every check in one call': unreachable:" in summary, summary[:2000]
     stats = result.events()[-1]["event_data"]["artifact_data"]["gpufleet_summary"]
-    assert list(stats["failed"]) == ["twin2"] and stats["failed"]["twin2"]["task"].endswith("Collect installed packages")
+    assert list(stats["failed"]) == ["twin2"] and stats["failed"]["twin2"]["task"].endswith("Evaluate every check in one call")
     assert _no_secret_anywhere(result) == []
 
 
