@@ -142,6 +142,7 @@ attributes:
     description: The node is only read; in check mode the report files are not written (changed tells whether they would be).
   diff_mode:
     support: none
+    description: Nothing on the node changes; the report files are the record of a run.
   action:
     support: full
     description: The action plugin writes or uploads the reports on the controller.
