@@ -353,12 +353,13 @@ def node_inputs(params, run, have, systemd):
     """The inputs the checks read: recorded ones from ``params``, the rest collected lazily on the
     node through ``run`` (collect.py)."""
     outputs, causes = split_outputs(params.get("outputs"), params.get("output_errors"))
+    database = _collect.PackageDB(run, have)
     lazy = _collect.Outputs(run, params.get("commands"), given=outputs, errors=causes,
-                            timeout=params.get("command_timeout") or 60)
+                            timeout=params.get("command_timeout") or 60,
+                            builtin={"apt_mark_showhold": (["apt-mark", "showhold"], database.holds)})
     packages = params.get("packages")
     if packages is None:
-        def packages():  # read when a check first needs them
-            return _collect.packages(run, have)
+        packages = database.packages   # read when a check first needs them
     services = params.get("services")
     if services is None:
         services = _collect.Services(run, systemd) if systemd else None

@@ -75,14 +75,42 @@ def test_an_empty_table_or_a_given_cause_runs_nothing():
     assert run.calls == [] and outputs.errors == {"nvidia_smi_q": "not run (recorded capture)"}
 
 
-def test_packages_from_dpkg_else_rpm_else_a_cause():
-    dpkg = Runner({"dpkg-query": (0, "dpkg\t1.21.22\tamd64\tii \n", "")})
-    assert collect.packages(dpkg, lambda c: c == "dpkg-query") == (
-        {"dpkg": [{"name": "dpkg", "version": "1.21.22", "arch": "amd64", "source": "apt"}]}, None)
+def test_packages_and_holds_from_one_dpkg_query_else_rpm_else_a_cause():
+    dpkg = Runner({"dpkg-query": (0, "dpkg\t1.21.22\tamd64\tii \nnvidia-driver-550-server\t550.90.07-0ubuntu1\tamd64\thi \n"
+                                     "old-held\t1.0\tamd64\thn \n", "")})
+    database = collect.PackageDB(dpkg, lambda c: c == "dpkg-query")
+    assert database.packages() == ({
+        "dpkg": [{"name": "dpkg", "version": "1.21.22", "arch": "amd64", "source": "apt"}],
+        "nvidia-driver-550-server": [{"name": "nvidia-driver-550-server", "version": "550.90.07-0ubuntu1", "arch": "amd64",
+                                      "source": "apt"}]}, None)
+    # apt-mark showhold lists every package selected for hold, installed or not
+    assert database.holds() == ("nvidia-driver-550-server\nold-held\n", None)
+    assert len(dpkg.calls) == 1                                    # one query for both
+    outputs = collect.Outputs(dpkg, builtin={"apt_mark_showhold": (["apt-mark", "showhold"], database.holds)})
+    assert outputs.get("apt_mark_showhold") == "nvidia-driver-550-server\nold-held\n" and len(dpkg.calls) == 1
+    other = collect.Outputs(dpkg, commands={"apt_mark_showhold": ["my-holds"]},
+                            builtin={"apt_mark_showhold": (["apt-mark", "showhold"], database.holds)})
+    assert other.get("apt_mark_showhold") is None and dpkg.calls[-1] == ["my-holds"]   # a command of its own runs
     rpm = Runner({"rpm": (1, "", "error: rpmdb open failed")})
-    assert collect.packages(rpm, lambda c: c == "rpm") == (None, "rpm -qa: rc=1, error: rpmdb open failed")
-    assert collect.packages(Runner({}), lambda c: False) == (
+    assert collect.PackageDB(rpm, lambda c: c == "rpm").packages() == (None, "rpm -qa: rc=1, error: rpmdb open failed")
+    assert collect.PackageDB(Runner({}), lambda c: False).packages() == (
         None, "no package database found (neither dpkg-query nor rpm on the node)")
+
+
+def test_holds_read_like_apt_mark_on_this_machine():
+    """The real dpkg status of the machine the tests run on: the same list apt-mark showhold prints."""
+    import shutil
+    import subprocess
+    if not (shutil.which("dpkg-query") and shutil.which("apt-mark")):
+        import pytest
+        pytest.skip("no dpkg/apt on this machine")
+
+    def run(argv):
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+        return proc.returncode, proc.stdout, proc.stderr
+    holds, cause = collect.PackageDB(run, shutil.which).holds()
+    assert cause is None
+    assert holds.split() == sorted(run(["apt-mark", "showhold"])[1].split())
 
 
 def test_services_ask_systemd_per_unit_once():
