@@ -143,9 +143,6 @@ attributes:
   diff_mode:
     support: none
     description: Nothing on the node changes; the report files are the record of a run.
-  action:
-    support: full
-    description: The action plugin writes or uploads the reports on the controller.
 notes:
   - The in-process evaluation of the non-probe checks on the reference HGX tree takes well under
     100 ms (benchmarks/validate_bench.py); the whole gate cost per node is in benchmarks/fleet_bench.py.
