@@ -18,7 +18,8 @@ GATE_BYTES_PER_NODE = 60 * 1024
 # #16 (each verify returned the whole report, a package list and the fact tree); the roles' own
 # task results are most of what is left (docs/operator-guide.md, "Sizing AWX for a fleet").
 EVENT_BYTES_PER_NODE = 1100 * 1024
-LARGEST_NODE_EVENT_BYTES = 8 * 1024
+# a red twin's verdict event carries every red check's reason and remedy (in red and in details)
+LARGEST_NODE_EVENT_BYTES = 16 * 1024
 
 
 # Plays that run once (the fabric capture on one host per segment, the summary on the first node)
