@@ -56,7 +56,23 @@ def describe_failure(argv, rc, stdout, stderr, timeout):
     return "%s: rc=%s, %s" % (cmd, rc, first)
 
 
-class Outputs:
+class _Lazy:
+    """A read-only mapping over ``get``: the checks use ``x[name]``, ``x.get(name)`` and ``name in x``."""
+
+    def get(self, name, default=None):
+        raise NotImplementedError
+
+    def __getitem__(self, name):
+        value = self.get(name)
+        if value is None:
+            raise KeyError(name)
+        return value
+
+    def __contains__(self, name):
+        return self.get(name) is not None
+
+
+class Outputs(_Lazy):
     """Command outputs by name, run on first read. ``given`` (recorded outputs) win; ``errors``
     (name -> cause) is filled for outputs that could not be collected, and may hold given causes."""
 
@@ -111,15 +127,6 @@ class Outputs:
         self.errors[name] = describe_failure(argv, rc, stdout, stderr, self._timeout)
         self.ran[name] = self.errors[name]
         return None
-
-    def __getitem__(self, name):
-        value = self.get(name)
-        if value is None:
-            raise KeyError(name)
-        return value
-
-    def __contains__(self, name):
-        return self.get(name) is not None
 
 
 def parse_dpkg_query(text):
@@ -215,7 +222,7 @@ def parse_systemctl_show(text):
     return out
 
 
-class Services:
+class Services(_Lazy):
     """Unit states by name (``nvidia-fabricmanager`` or ``nvidia-fabricmanager.service``), read with
     one ``systemctl show`` per unit on first use. ``cause`` is set when systemd cannot be asked."""
 
@@ -239,12 +246,3 @@ class Services:
             self.cause = describe_failure(["systemctl", "show", unit], rc, stdout, stderr, None)
             return None
         return parse_systemctl_show(stdout).get(unit)
-
-    def __getitem__(self, name):
-        value = self.get(name)
-        if value is None:
-            raise KeyError(name)
-        return value
-
-    def __contains__(self, name):
-        return self.get(name) is not None
