@@ -43,13 +43,13 @@ VENV_BIN = os.path.dirname(sys.executable)
 # host and task (runner_on_ok, runner_on_failed, runner_on_unreachable), or one per item for a loop
 # (runner_item_on_ok/failed; the loop's own closing result is then not counted). Not counted:
 # skipped results, the actions below (they run in the controller's worker and never reach the
-# node), and results delegated to another host (Ansible puts _ansible_delegated_vars in those:
-# the report copies to localhost). An action plugin that makes several calls (copy: stat, then
-# copy) counts once.
+# node), and results delegated to another host (Ansible puts _ansible_delegated_vars in those: the
+# report copies to localhost), which are counted apart as controller runs. An action plugin that
+# makes several calls (copy: stat, then copy) counts once.
 CONTROLLER_ACTIONS = frozenset((
     "debug", "set_fact", "assert", "fail", "group_by", "add_host", "meta", "set_stats", "include_vars",
     "include_tasks", "include_role", "import_tasks", "import_role", "import_playbook", "pause",
-    "validate_argument_spec", "fabric_inventory",
+    "validate_argument_spec",
 ))
 RESULT_EVENTS = ("runner_on_ok", "runner_on_failed", "runner_on_unreachable")
 ITEM_EVENTS = ("runner_item_on_ok", "runner_item_on_failed")
@@ -112,7 +112,7 @@ def unpack_reference(work):
 
 
 def write_inventory(work, ref, n):
-    """N hosts, each with its own copy of the reference tree; returns the inventory path."""
+    """N hosts, each with its own copy of the reference tree; returns the inventory path and the names."""
     hosts = {}
     for i in range(1, n + 1):
         name = "node%03d" % i
@@ -124,7 +124,7 @@ def write_inventory(work, ref, n):
     path = os.path.join(work, "inventory-%d.yml" % n)
     with open(path, "w") as handle:
         yaml.safe_dump({"all": {"hosts": hosts}}, handle, sort_keys=False)
-    return path
+    return path, list(hosts)
 
 
 def _drop(profile, dotted):
@@ -206,27 +206,28 @@ def _short(action):
     return (action or "").rsplit(".", 1)[-1]
 
 
-def _on_node(data):
-    if _short(data.get("resolved_action") or data.get("task_action")) in CONTROLLER_ACTIONS:
-        return False
-    return "_ansible_delegated_vars" not in (data.get("res") or {})
+def _controller_only(data):
+    return _short(data.get("resolved_action") or data.get("task_action")) in CONTROLLER_ACTIONS
+
+
+def _delegated(data):
+    return "_ansible_delegated_vars" in (data.get("res") or {})
 
 
 def round_trips(events):
-    """Module round trips per host (rule: ROUND TRIPS)."""
+    """Module round trips per host on the node, and module runs delegated to the controller (rule: ROUND TRIPS)."""
     looped = {(e["event_data"].get("host"), e["event_data"].get("task_uuid"))
               for e in events if e["event"] in ITEM_EVENTS + ("runner_item_on_skipped",)}
-    trips = collections.Counter()
+    trips, delegated = collections.Counter(), collections.Counter()
     for event in events:
         data = event.get("event_data") or {}
         host = data.get("host")
-        if not host or not _on_node(data):
+        if not host or _controller_only(data):
             continue
-        if event["event"] in ITEM_EVENTS:
-            trips[host] += 1
-        elif event["event"] in RESULT_EVENTS and (host, data.get("task_uuid")) not in looped:
-            trips[host] += 1
-    return trips
+        if event["event"] in ITEM_EVENTS or (event["event"] in RESULT_EVENTS
+                                             and (host, data.get("task_uuid")) not in looped):
+            (delegated if _delegated(data) else trips)[host] += 1
+    return trips, delegated
 
 
 def bytes_per_host(events):
@@ -276,27 +277,34 @@ def changed_tasks(events):
     return out
 
 
-def figures(job, n, events):
-    trips, size = round_trips(events), bytes_per_host(events)
+def figures(job, nodes, events):
+    """Per-node figures over the inventory's nodes (not the implicit localhost of the fabric play);
+    event_bytes_job is every event of the job (also the once-per-job ones), what AWX stores."""
+    n = len(nodes)
+    (trips, delegated), size = round_trips(events), bytes_per_host(events)
+    trips = [trips.get(node, 0) for node in nodes]
+    size = [size.get(node, 0) for node in nodes]
     failed, seen = host_failures(events)
     job.update({
         "nodes": n, "wall_per_node_s": job["wall_s"] / n, "cpu_per_node_s": job["cpu_s"] / n,
-        "round_trips_per_node": sum(trips.values()) / float(n), "round_trips_max": max(trips.values() or [0]),
-        "event_bytes_per_node": sum(size.values()) / float(n), "event_bytes_max": max(size.values() or [0]),
+        "controller_runs_per_node": sum(delegated.get(node, 0) for node in nodes) / float(n),
+        "round_trips_per_node": sum(trips) / float(n), "round_trips_min": min(trips), "round_trips_max": max(trips),
+        "event_bytes_per_node": sum(size) / float(n), "event_bytes_max": max(size),
         "event_bytes_job": sum(e["_bytes"] for e in events), "events": len(events),
-        "hosts_in_stats": len(seen), "hosts_failed": failed,
+        "job_event_bytes_per_node": sum(e["_bytes"] for e in events) / float(n),
+        "hosts_in_stats": len(seen & set(nodes)), "hosts_failed": failed,
     })
     return job
 
 
 # ---- the runs -------------------------------------------------------------------------------
 
-def measure(kind, n, pdd, inventory, args, **how):
+def measure(kind, nodes, pdd, inventory, args, **how):
     """One job, its figures from the job events, and a progress line."""
-    print("N=%d: %s ..." % (n, kind), end=" ", flush=True)
+    print("N=%d: %s ..." % (len(nodes), kind), end=" ", flush=True)
     job = run_job(pdd, kind, inventory, args.forks, **how)
     events = load_events(job["artifacts"])
-    figures(job, n, events)
+    figures(job, nodes, events)
     if kind == "gate":
         job["costly_tasks"] = costly_tasks(events)
     if kind == "provision":
@@ -307,36 +315,48 @@ def measure(kind, n, pdd, inventory, args, **how):
 
 
 def bench_n(work, ref, n, args, profile_bench):
-    inventory = write_inventory(work, ref, n)
+    inventory, nodes = write_inventory(work, ref, n)
     pdd = os.path.join(work, "pdd-%d" % n)
     out = collections.OrderedDict()
-    out["ping"] = measure("ping", n, pdd, inventory, args, module="ping", host_pattern="all")
-    out["gate"] = measure("gate", n, pdd, inventory, args, playbook=os.path.join(REPO, "playbooks", "validate.yml"),
+    out["ping"] = measure("ping", nodes, pdd, inventory, args, module="ping", host_pattern="all")
+    out["gate"] = measure("gate", nodes, pdd, inventory, args, playbook=os.path.join(REPO, "playbooks", "validate.yml"),
                           extravars={"validate_profile": PROFILE,
                                      "validate_report_dir": os.path.join(work, "reports-%d" % n)})
     if n in args.provision_nodes:
         extravars = {k: v for k, (v, _why) in PROVISION_VARS.items()}
         extravars.update(gpufleet_profile=profile_bench, validate_profile=profile_bench,
                          validate_report_dir=os.path.join(work, "reports-prov-%d" % n))
-        out["provision"] = measure("provision", n, pdd, inventory, args, cmdline="--check",
+        out["provision"] = measure("provision", nodes, pdd, inventory, args, cmdline="--check",
                                    playbook=os.path.join(REPO, "playbooks", "provision.yml"), extravars=extravars)
     return out
 
 
 # ---- printing -------------------------------------------------------------------------------
 
+# (heading, width, format, value of a job given the ping job of the same N)
+COLUMNS = (
+    ("wall s", 7, "%.1f", lambda job, ping: job["wall_s"]),
+    ("CPU s", 7, "%.1f", lambda job, ping: job["cpu_s"]),
+    ("wall/node", 9, "%.2f", lambda job, ping: job["wall_per_node_s"]),
+    ("CPU/node", 8, "%.3f", lambda job, ping: job["cpu_per_node_s"]),
+    ("x ping wall", 11, "%.2f", lambda job, ping: job["wall_per_node_s"] / ping["wall_per_node_s"]),
+    ("x ping CPU", 10, "%.2f", lambda job, ping: job["cpu_per_node_s"] / ping["cpu_per_node_s"]),
+    ("trips/node", 10, "%.1f", lambda job, ping: job["round_trips_per_node"]),
+    ("ctl/node", 8, "%.1f", lambda job, ping: job["controller_runs_per_node"]),
+    ("KB/node", 7, "%.1f", lambda job, ping: job["event_bytes_per_node"] / 1024.0),
+    ("KB max", 7, "%.1f", lambda job, ping: job["event_bytes_max"] / 1024.0),
+    ("job KB/node", 11, "%.1f", lambda job, ping: job["job_event_bytes_per_node"] / 1024.0),
+)
+
+
 def print_table(results):
-    head = ("run", "N", "wall s", "CPU s", "wall/node", "CPU/node", "x ping wall", "x ping CPU",
-            "trips/node", "KB/node", "KB max", "status")
-    print("\n%-10s %4s %8s %8s %9s %9s %11s %10s %10s %8s %7s  %s" % head)
+    print("\n%-10s %4s " % ("run", "N") + " ".join("%*s" % (w, head) for head, w, _f, _v in COLUMNS) + "  status")
     for n, runs in results.items():
-        ping = runs["ping"]
         for kind, job in runs.items():
-            print("%-10s %4d %8.1f %8.1f %9.2f %9.3f %11.2f %10.2f %10.1f %8.1f %7.1f  %s%s" % (
-                kind, n, job["wall_s"], job["cpu_s"], job["wall_per_node_s"], job["cpu_per_node_s"],
-                job["wall_per_node_s"] / ping["wall_per_node_s"], job["cpu_per_node_s"] / ping["cpu_per_node_s"],
-                job["round_trips_per_node"], job["event_bytes_per_node"] / 1024.0, job["event_bytes_max"] / 1024.0,
-                job["status"], _status_note(job, n)))
+            cells = " ".join("%*s" % (w, fmt % value(job, runs["ping"])) for _h, w, fmt, value in COLUMNS)
+            print("%-10s %4d %s  %s%s" % (kind, n, cells, job["status"], _status_note(job, n)))
+    print("trips: module round trips on the node; ctl: module runs delegated to the controller; KB: job events"
+          " of the node (max: the largest node); job KB: every event of the job / N")
 
 
 def _status_note(job, n):
