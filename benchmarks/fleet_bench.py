@@ -16,7 +16,7 @@ forks and every module process):
                N <= 32 only. Never without --check: the roles install packages and write GRUB.
 Per run and per node: wall and CPU seconds, the ratio to ping, module round trips (ROUND TRIPS below),
 job-event bytes (the job_events/*.json files of each host, what AWX stores). Then the 10 tasks of the
-gate at the middle N that cost the most events, and the goal lines of issue 16.
+gate (and of provision) at the middle N that cost the most events, and the goal lines of issue 16.
 """
 import argparse
 import collections
@@ -55,8 +55,10 @@ RESULT_EVENTS = ("runner_on_ok", "runner_on_failed", "runner_on_unreachable")
 ITEM_EVENTS = ("runner_item_on_ok", "runner_item_on_failed")
 
 # What of hgx-h100 this machine cannot be converged to, and how the check-mode provision run is told
-# to leave it alone (profile keys removed, role variables set). Everything else is converged on the
-# fixture root (GRUB sources, hugepages, THP, NUMA balancing, governor).
+# to leave it alone (profile keys removed, role variables set). tuning and pcie run: their run-time
+# state (hugepages, THP, NUMA balancing, governor, ACS) is read from the fixture root, which is
+# converged; their persistent parts (sysctl.d, the boot units and scripts) belong in this machine's
+# /etc and /usr/lib, which were never provisioned, so --check predicts writing those (PARTLY below).
 PROVISION_TRIM = collections.OrderedDict((
     ("bios", "no BMC on this machine: no bios settings, the bios role skips itself"),
     ("kernel.release", "this machine boots its own kernel, not linux-image-6.8.0-45-generic: the kernel role skips"),
@@ -70,6 +72,8 @@ PROVISION_VARS = collections.OrderedDict((
     ("kernel_cmdline_forbidden", ([], "(with kernel_cmdline_required)")),
     ("provision_reboot_allowed", (False, "never reboot this machine (--check predicts only, this is a second lock)")),
 ))
+PARTLY = ("tuning and pcie run against the fixture root (converged at run time); their sysctl.d file, boot"
+          " units and scripts were never installed on this machine: --check predicts writing them")
 # Checks that read what PROVISION_TRIM removed, no longer required in the trimmed profile.
 TRIM_REQUIRE = ("kernel.version", "nvidia.driver", "nvidia.fabricmanager", "ofed.version", "ofed.kernel_match",
                 "firmware.nic", "packages.held")
@@ -318,8 +322,7 @@ def measure(kind, nodes, pdd, inventory, args, **how):
     job = run_job(pdd, kind, inventory, args.forks, **how)
     events = load_events(job["artifacts"])
     figures(job, nodes, events)
-    if kind == "gate":
-        job["costly_tasks"] = costly_tasks(events)
+    job["costly_tasks"] = costly_tasks(events)
     if kind == "provision":
         job["changed_tasks"] = dict(changed_tasks(events))
     print("%s, %.1f s wall, %.1f s CPU, %.0f KB of events"
@@ -381,14 +384,15 @@ def _status_note(job, n):
     return "".join(notes)
 
 
-def print_costly(results):
-    ns = list(results)
-    mid = ns[len(ns) // 2]
-    gate = results[mid]["gate"]
-    print("\nThe 10 tasks of the gate at N=%d that cost the most job events:" % mid)
+def print_costly(results, kind="gate"):
+    ns = [n for n, runs in results.items() if kind in runs]
+    if not ns:
+        return
+    n = ns[len(ns) // 2]
+    print("\nThe 10 tasks of the %s at N=%d that cost the most job events:" % (kind, n))
     print("  %8s %7s %9s  %s" % ("KB/node", "events", "KB total", "task"))
-    for task, count, size in gate["costly_tasks"]:
-        print("  %8.1f %7d %9.1f  %s" % (size / 1024.0 / mid, count, size / 1024.0, task))
+    for task, count, size in results[n][kind]["costly_tasks"]:
+        print("  %8.1f %7d %9.1f  %s" % (size / 1024.0 / n, count, size / 1024.0, task))
 
 
 def print_provision_notes(results):
@@ -401,6 +405,7 @@ def print_provision_notes(results):
         print("  - %s: %s" % (key, why))
     for name, (value, why) in PROVISION_VARS.items():
         print("  - %s=%s: %s" % (name, json.dumps(value), why))
+    print("  - %s" % PARTLY)
     n, job = runs[-1]
     if job["changed_tasks"]:
         print("Tasks that still predict a change at N=%d (not converged): %s" % (n, "; ".join(
@@ -459,6 +464,7 @@ def main():
                 write_json(args.json, results, args)
         print_table(results)
         print_costly(results)
+        print_costly(results, "provision")
         print_provision_notes(results)
         print_goals(results)
         if args.json:
