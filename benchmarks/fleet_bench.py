@@ -61,7 +61,7 @@ ITEM_EVENTS = ("runner_item_on_ok", "runner_item_on_failed")
 # /etc and /usr/lib, which were never provisioned, so --check predicts writing those (PARTLY below).
 PROVISION_TRIM = collections.OrderedDict((
     ("bios", "no BMC on this machine: no bios settings, the bios role skips itself"),
-    ("kernel.release", "this machine boots its own kernel, not linux-image-6.8.0-45-generic: the kernel role skips"),
+    ("kernel.release", "this machine boots %s, not the profile's kernel: the kernel role skips" % os.uname().release),
     ("nvidia.driver_version", "no NVIDIA packages on this machine: the nvidia_driver role skips"),
     ("ofed.version", "no OFED on this machine: the ofed role skips"),
     ("firmware", "no flint/mlxconfig, no NIC to flash: the firmware role skips"),
@@ -102,7 +102,7 @@ def parse_args(argv=None):
     parser.add_argument("--forks", type=int, default=16)
     parser.add_argument("--provision-nodes", type=_counts, default=None,
                         help="node counts for the check-mode provision run (default: those of --nodes up to %d;"
-                             " provision costs about 4x the gate)" % PROVISION_MAX_N)
+                             " provision costs about 3x the gate)" % PROVISION_MAX_N)
     parser.add_argument("--no-provision", action="store_true")
     parser.add_argument("--json", metavar="FILE", help="write every figure to FILE")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (artifacts, reports)")
