@@ -1,0 +1,481 @@
+#!/usr/bin/env python3
+"""The gate and a converged provision.yml at fleet size, as AWX runs them. Prints figures; asserts nothing.
+
+    .venv/bin/python benchmarks/fleet_bench.py [--nodes 8,32,128] [--quick] [--forks 16]
+                                               [--provision-nodes 8,32] [--no-provision] [--json FILE] [--keep]
+
+For each N (default 8, 32, 128; --quick: 8 only) an inventory of N localhost nodes node001.. (local
+connection, this virtualenv's python, each its own copy of tests/fixtures/trees/hgx-h100-ref.ttar
+as gpufleet_hardware_root) and three jobs through ansible-runner's Python API, forks 16, each in a
+worker process of its own so that its CPU is exact (os.wait4: the runner, ansible-playbook, its
+forks and every module process):
+  - ping:      `ansible all -m ping`, the baseline (one module round trip per node);
+  - gate:      playbooks/validate.yml, profile hgx-h100, real package and service collection;
+  - provision: playbooks/provision.yml --check on a converged node (a profile trimmed to what this
+               machine and the fixture root can be converged to; see PROVISION_TRIM), by default at
+               N <= 32 only. Never without --check: the roles install packages and write GRUB.
+Per run and per node: wall and CPU seconds, the ratio to ping, module round trips (ROUND TRIPS below),
+job-event bytes (the job_events/*.json files of each host, what AWX stores). Then the 10 tasks of the
+gate (and of provision) at the middle N that cost the most events, and the goal lines of issue 16.
+"""
+import argparse
+import collections
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import yaml
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+sys.path[:0] = [REPO]
+
+from lab.hw import ttar  # noqa: E402
+
+TREE = os.path.join(REPO, "tests", "fixtures", "trees", "hgx-h100-ref.ttar")
+PROFILE = os.path.join(REPO, "inventories", "profiles", "hgx-h100.yml")
+VENV_BIN = os.path.dirname(sys.executable)
+
+# ROUND TRIPS: a result that ran a module (or an action plugin) on the node. One result event per
+# host and task (runner_on_ok, runner_on_failed, runner_on_unreachable), or one per item for a loop
+# (runner_item_on_ok/failed; the loop's own closing result is then not counted). Not counted:
+# skipped results, the actions below (they run in the controller's worker and never reach the
+# node), and results delegated to another host (Ansible puts _ansible_delegated_vars in those: the
+# report copies to localhost), which are counted apart as controller runs. An action plugin that
+# makes several calls (copy: stat, then copy) counts once.
+CONTROLLER_ACTIONS = frozenset((
+    "debug", "set_fact", "assert", "fail", "group_by", "add_host", "meta", "set_stats", "include_vars",
+    "include_tasks", "include_role", "import_tasks", "import_role", "import_playbook", "pause",
+    "validate_argument_spec",
+))
+RESULT_EVENTS = ("runner_on_ok", "runner_on_failed", "runner_on_unreachable")
+ITEM_EVENTS = ("runner_item_on_ok", "runner_item_on_failed")
+
+# What of hgx-h100 this machine cannot be converged to, and how the check-mode provision run is told
+# to leave it alone (profile keys removed, role variables set). tuning and pcie run: their run-time
+# state (hugepages, THP, NUMA balancing, governor, ACS) is read from the fixture root, which is
+# converged; their persistent parts (sysctl.d, the boot units and scripts) belong in this machine's
+# /etc and /usr/lib, which were never provisioned, so --check predicts writing those (PARTLY below).
+PROVISION_TRIM = collections.OrderedDict((
+    ("bios", "no BMC on this machine: no bios settings, the bios role skips itself"),
+    ("kernel.release", "this machine boots %s, not the profile's kernel: the kernel role skips" % os.uname().release),
+    ("nvidia.driver_version", "no NVIDIA packages on this machine: the nvidia_driver role skips"),
+    ("ofed.version", "no OFED on this machine: the ofed role skips"),
+    ("firmware", "no flint/mlxconfig, no NIC to flash: the firmware role skips"),
+    ("packages.held", "none of the profile's packages are installed here"),
+))
+PROVISION_VARS = collections.OrderedDict((
+    ("kernel_cmdline_required", ([], "the GRUB sources are read at / and this machine has none: kernel_cmdline skips")),
+    ("kernel_cmdline_forbidden", ([], "(with kernel_cmdline_required)")),
+    ("provision_reboot_allowed", (False, "never reboot this machine (--check predicts only, this is a second lock)")),
+))
+PARTLY = ("tuning and pcie run against the fixture root (converged at run time); their sysctl.d file, boot"
+          " units and scripts were never installed on this machine: --check predicts writing them")
+# Checks that read what PROVISION_TRIM removed, no longer required in the trimmed profile.
+TRIM_REQUIRE = ("kernel.version", "nvidia.driver", "nvidia.fabricmanager", "ofed.version", "ofed.kernel_match",
+                "firmware.nic", "packages.held")
+
+PROVISION_MAX_N = 32     # default: provision.yml --check up to this N (at 128 it takes about an hour on 2 cores)
+GOAL_CPU = 0.3           # s of CPU per node, gate at N=32
+GOAL_KB = 40.0           # KB of job events per node, gate at N=32
+GOAL_N = 32
+FLAT = 1.10              # "flat or falling": per-node figure at the largest N within 10% of the smallest N's
+
+
+def _counts(text):
+    try:
+        counts = sorted(int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError("node counts are comma-separated numbers, got %r" % text)
+    if min(counts) < 1:
+        raise argparse.ArgumentTypeError("node counts must be at least 1, got %r" % text)
+    return counts
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=_counts, default=[8, 32, 128], help="node counts, comma separated")
+    parser.add_argument("--quick", action="store_true", help="N=8 only (a smoke run)")
+    parser.add_argument("--forks", type=int, default=16)
+    parser.add_argument("--provision-nodes", type=_counts, default=None,
+                        help="node counts for the check-mode provision run (default: those of --nodes up to %d;"
+                             " provision costs about 3x the gate)" % PROVISION_MAX_N)
+    parser.add_argument("--no-provision", action="store_true")
+    parser.add_argument("--json", metavar="FILE", help="write every figure to FILE")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary folder (artifacts, reports)")
+    parser.add_argument("--worker", metavar="SPEC", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.nodes = [8]
+    if args.no_provision:
+        args.provision_nodes = []
+    elif args.provision_nodes is None or args.quick:
+        args.provision_nodes = [n for n in args.nodes if n <= PROVISION_MAX_N] or args.nodes[:1]
+    if not set(args.provision_nodes) <= set(args.nodes):
+        parser.error("--provision-nodes must be a subset of --nodes (got %s and %s)" % (args.provision_nodes, args.nodes))
+    return args
+
+
+# ---- the fleet -------------------------------------------------------------------------------
+
+def unpack_reference(work):
+    ref = os.path.join(work, "ref")
+    with open(TREE) as handle:
+        ttar.unpack(handle.read(), ref)
+    return ref
+
+
+def write_inventory(work, ref, n):
+    """N hosts, each with its own copy of the reference tree; returns the inventory path and the names."""
+    hosts = {}
+    for i in range(1, n + 1):
+        name = "node%03d" % i
+        root = os.path.join(work, "roots", name)
+        if not os.path.isdir(root):
+            shutil.copytree(ref, root, symlinks=True)
+        hosts[name] = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+                       "gpufleet_hardware_root": root}
+    path = os.path.join(work, "inventory-%d.yml" % n)
+    with open(path, "w") as handle:
+        yaml.safe_dump({"all": {"hosts": hosts}}, handle, sort_keys=False)
+    return path, list(hosts)
+
+
+def _drop(profile, dotted):
+    node = profile
+    keys = dotted.split(".")
+    for key in keys[:-1]:
+        node = node.get(key) or {}
+    node.pop(keys[-1], None)
+
+
+def write_provision_profile(work):
+    with open(PROFILE) as handle:
+        profile = yaml.safe_load(handle)
+    for key in PROVISION_TRIM:
+        _drop(profile, key)
+    profile["name"] = "hgx-h100-bench"
+    profile["require"] = [c for c in profile.get("require", []) if c not in TRIM_REQUIRE]
+    path = os.path.join(work, "hgx-h100-bench.yml")
+    with open(path, "w") as handle:
+        yaml.safe_dump(profile, handle, sort_keys=False)
+    return path
+
+
+# ---- one job -------------------------------------------------------------------------------
+
+def run_worker(spec_path):
+    """In the worker process: one ansible_runner.run() as AWX does it, artifacts in the temp folder."""
+    with open(spec_path) as handle:
+        spec = json.load(handle)
+    os.environ["PATH"] = VENV_BIN + os.pathsep + os.environ.get("PATH", "")
+    for name in ("ANSIBLE_CONFIG", "ANSIBLE_COLLECTIONS_PATH", "ANSIBLE_COLLECTIONS_PATHS"):
+        os.environ.pop(name, None)
+    import ansible_runner
+    ansible_runner.run(quiet=True, **spec)
+
+
+def run_job(pdd, ident, inventory, forks, **how):
+    """Run one job in a worker process; returns wall and CPU seconds of the whole process tree."""
+    os.makedirs(pdd, exist_ok=True)
+    spec = dict(private_data_dir=pdd, project_dir=REPO, ident=ident, inventory=inventory, forks=forks,
+                envvars={"ANSIBLE_NOCOLOR": "1", "ANSIBLE_DEPRECATION_WARNINGS": "false"}, **how)
+    spec_path = os.path.join(pdd, "spec-%s.json" % ident)
+    with open(spec_path, "w") as handle:
+        json.dump(spec, handle)
+    t0 = time.monotonic()
+    proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", spec_path], cwd=REPO)
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    wall = time.monotonic() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    artifacts = os.path.join(pdd, "artifacts", ident)
+    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "user_s": usage.ru_utime,
+            "sys_s": usage.ru_stime, "worker_rc": proc.returncode, "artifacts": artifacts,
+            "status": _read(artifacts, "status"), "rc": _read(artifacts, "rc")}
+
+
+def _read(folder, name):
+    try:
+        with open(os.path.join(folder, name)) as handle:
+            return handle.read().strip()
+    except OSError:
+        return "missing"
+
+
+# ---- reading the job events ---------------------------------------------------------------------
+
+def load_events(artifacts):
+    folder = os.path.join(artifacts, "job_events")
+    events = []
+    for name in os.listdir(folder) if os.path.isdir(folder) else []:
+        path = os.path.join(folder, name)
+        with open(path) as handle:
+            event = json.load(handle)
+        event["_bytes"] = os.path.getsize(path)
+        events.append(event)
+    return events
+
+
+def _short(action):
+    return (action or "").rsplit(".", 1)[-1]
+
+
+def _controller_only(data):
+    return _short(data.get("resolved_action") or data.get("task_action")) in CONTROLLER_ACTIONS
+
+
+def _delegated(data):
+    return "_ansible_delegated_vars" in (data.get("res") or {})
+
+
+def round_trips(events):
+    """Module round trips per host on the node, and module runs delegated to the controller (rule: ROUND TRIPS)."""
+    looped = {(e["event_data"].get("host"), e["event_data"].get("task_uuid"))
+              for e in events if e["event"] in ITEM_EVENTS + ("runner_item_on_skipped",)}
+    trips, delegated = collections.Counter(), collections.Counter()
+    for event in events:
+        data = event.get("event_data") or {}
+        host = data.get("host")
+        if not host or _controller_only(data):
+            continue
+        if event["event"] in ITEM_EVENTS or (event["event"] in RESULT_EVENTS
+                                             and (host, data.get("task_uuid")) not in looped):
+            (delegated if _delegated(data) else trips)[host] += 1
+    return trips, delegated
+
+
+def bytes_per_host(events):
+    per_host = collections.Counter()
+    for event in events:
+        host = (event.get("event_data") or {}).get("host")
+        if host:
+            per_host[host] += event["_bytes"]
+    return per_host
+
+
+def costly_tasks(events, top=10):
+    """(task, events, bytes) of the tasks whose host events cost the most bytes."""
+    count, size = collections.Counter(), collections.Counter()
+    for event in events:
+        data = event.get("event_data") or {}
+        if data.get("host") and data.get("task"):
+            count[data["task"]] += 1
+            size[data["task"]] += event["_bytes"]
+    return [(task, count[task], size[task]) for task, _ in size.most_common(top)]
+
+
+def host_failures(events):
+    """Hosts with failures or unreachable in the closing stats, and the hosts the stats name."""
+    stats = [e for e in events if e["event"] == "playbook_on_stats"]
+    if not stats:
+        return None, set()
+    data = stats[-1]["event_data"]
+    bad = set(data.get("failures") or {}) | set(data.get("dark") or {})
+    seen = set()
+    for key in ("ok", "changed", "failures", "dark", "skipped"):
+        seen |= set(data.get(key) or {})
+    return sorted(bad), seen
+
+
+def changed_tasks(events):
+    """Tasks that report changed (or would, in --check) on a node, with the number of hosts. Results
+    delegated to the controller (the report files of this run's new report folder) are not the node's."""
+    delegated = {(e["event_data"].get("host"), e["event_data"].get("task_uuid")) for e in events
+                 if "_ansible_delegated_vars" in ((e.get("event_data") or {}).get("res") or {})}
+    out = collections.Counter()
+    for event in events:
+        data = event.get("event_data") or {}
+        if (event["event"] == "runner_on_ok" and (data.get("res") or {}).get("changed") and data.get("host")
+                and (data["host"], data.get("task_uuid")) not in delegated):
+            out[data.get("task")] += 1
+    return out
+
+
+def figures(job, nodes, events):
+    """Per-node figures over the inventory's nodes (not the implicit localhost of the fabric play);
+    event_bytes_job is every event of the job (also the once-per-job ones), what AWX stores."""
+    n = len(nodes)
+    (trips, delegated), size = round_trips(events), bytes_per_host(events)
+    trips = [trips.get(node, 0) for node in nodes]
+    size = [size.get(node, 0) for node in nodes]
+    failed, seen = host_failures(events)
+    job.update({
+        "nodes": n, "wall_per_node_s": job["wall_s"] / n, "cpu_per_node_s": job["cpu_s"] / n,
+        "controller_runs_per_node": sum(delegated.get(node, 0) for node in nodes) / float(n),
+        "round_trips_per_node": sum(trips) / float(n), "round_trips_min": min(trips), "round_trips_max": max(trips),
+        "event_bytes_per_node": sum(size) / float(n), "event_bytes_max": max(size),
+        "event_bytes_job": sum(e["_bytes"] for e in events), "events": len(events),
+        "job_event_bytes_per_node": sum(e["_bytes"] for e in events) / float(n),
+        "hosts_in_stats": len(seen & set(nodes)), "hosts_failed": failed,
+    })
+    return job
+
+
+# ---- the runs -------------------------------------------------------------------------------
+
+def measure(kind, nodes, pdd, inventory, args, **how):
+    """One job, its figures from the job events, and a progress line."""
+    print("N=%d: %s ..." % (len(nodes), kind), end=" ", flush=True)
+    job = run_job(pdd, kind, inventory, args.forks, **how)
+    events = load_events(job["artifacts"])
+    figures(job, nodes, events)
+    job["costly_tasks"] = costly_tasks(events)
+    if kind == "provision":
+        job["changed_tasks"] = dict(changed_tasks(events))
+    print("%s, %.1f s wall, %.1f s CPU, %.0f KB of events"
+          % (job["status"], job["wall_s"], job["cpu_s"], job["event_bytes_job"] / 1024.0), flush=True)
+    return job
+
+
+def bench_n(work, ref, n, args, profile_bench):
+    inventory, nodes = write_inventory(work, ref, n)
+    pdd = os.path.join(work, "pdd-%d" % n)
+    out = collections.OrderedDict()
+    out["ping"] = measure("ping", nodes, pdd, inventory, args, module="ping", host_pattern="all")
+    out["gate"] = measure("gate", nodes, pdd, inventory, args, playbook=os.path.join(REPO, "playbooks", "validate.yml"),
+                          extravars={"validate_profile": PROFILE,
+                                     "validate_report_dir": os.path.join(work, "reports-%d" % n)})
+    if n in args.provision_nodes:
+        extravars = {k: v for k, (v, _why) in PROVISION_VARS.items()}
+        extravars.update(gpufleet_profile=profile_bench, validate_profile=profile_bench,
+                         validate_report_dir=os.path.join(work, "reports-prov-%d" % n))
+        out["provision"] = measure("provision", nodes, pdd, inventory, args, cmdline="--check",
+                                   playbook=os.path.join(REPO, "playbooks", "provision.yml"), extravars=extravars)
+    return out
+
+
+# ---- printing -------------------------------------------------------------------------------
+
+# (heading, width, format, value of a job given the ping job of the same N)
+COLUMNS = (
+    ("wall s", 7, "%.1f", lambda job, ping: job["wall_s"]),
+    ("CPU s", 7, "%.1f", lambda job, ping: job["cpu_s"]),
+    ("wall/node", 9, "%.2f", lambda job, ping: job["wall_per_node_s"]),
+    ("CPU/node", 8, "%.3f", lambda job, ping: job["cpu_per_node_s"]),
+    ("x ping wall", 11, "%.2f", lambda job, ping: job["wall_per_node_s"] / ping["wall_per_node_s"]),
+    ("x ping CPU", 10, "%.2f", lambda job, ping: job["cpu_per_node_s"] / ping["cpu_per_node_s"]),
+    ("trips/node", 10, "%.1f", lambda job, ping: job["round_trips_per_node"]),
+    ("ctl/node", 8, "%.1f", lambda job, ping: job["controller_runs_per_node"]),
+    ("KB/node", 7, "%.1f", lambda job, ping: job["event_bytes_per_node"] / 1024.0),
+    ("KB max", 7, "%.1f", lambda job, ping: job["event_bytes_max"] / 1024.0),
+    ("job KB/node", 11, "%.1f", lambda job, ping: job["job_event_bytes_per_node"] / 1024.0),
+)
+
+
+def print_table(results):
+    print("\n%-10s %4s " % ("run", "N") + " ".join("%*s" % (w, head) for head, w, _f, _v in COLUMNS) + "  status")
+    for n, runs in results.items():
+        for kind, job in runs.items():
+            cells = " ".join("%*s" % (w, fmt % value(job, runs["ping"])) for _h, w, fmt, value in COLUMNS)
+            print("%-10s %4d %s  %s%s" % (kind, n, cells, job["status"], _status_note(job, n)))
+    print("trips: module round trips on the node; ctl: module runs delegated to the controller; KB: job events"
+          " of the node (max: the largest node); job KB: every event of the job / N")
+
+
+def _status_note(job, n):
+    notes = []
+    if job["hosts_failed"]:
+        notes.append(" failed: %s" % ",".join(job["hosts_failed"][:5]))
+    if job["hosts_in_stats"] and job["hosts_in_stats"] < n:
+        notes.append(" only %d host(s) in the stats" % job["hosts_in_stats"])
+    return "".join(notes)
+
+
+def print_costly(results, kind="gate"):
+    ns = [n for n, runs in results.items() if kind in runs]
+    if not ns:
+        return
+    n = ns[len(ns) // 2]
+    print("\nThe 10 tasks of the %s at N=%d that cost the most job events:" % (kind, n))
+    print("  %8s %7s %9s  %s" % ("KB/node", "events", "KB total", "task"))
+    for task, count, size in results[n][kind]["costly_tasks"]:
+        print("  %8.1f %7d %9.1f  %s" % (size / 1024.0 / n, count, size / 1024.0, task))
+
+
+def print_provision_notes(results):
+    runs = [(n, r["provision"]) for n, r in results.items() if "provision" in r]
+    if not runs:
+        return
+    print("\nprovision.yml ran with --check (a prediction: nothing on this machine changes), profile hgx-h100")
+    print("trimmed to what this machine and the fixture root can be converged to. Not converged here:")
+    for key, why in PROVISION_TRIM.items():
+        print("  - %s: %s" % (key, why))
+    for name, (value, why) in PROVISION_VARS.items():
+        print("  - %s=%s: %s" % (name, json.dumps(value), why))
+    print("  - %s" % PARTLY)
+    n, job = runs[-1]
+    if job["changed_tasks"]:
+        print("Tasks that still predict a change at N=%d (not converged): %s" % (n, "; ".join(
+            "%s (%d nodes)" % kv for kv in sorted(job["changed_tasks"].items()))))
+    else:
+        print("No task predicts a change at N=%d: converged." % n)
+
+
+def _verdict(ok):
+    return "met" if ok else "MISSED"
+
+
+def print_goals(results):
+    ns = list(results)
+    print("\nGoals (issue 16), the gate:")
+    if GOAL_N in results:
+        gate = results[GOAL_N]["gate"]
+        cpu, kb = gate["cpu_per_node_s"], gate["event_bytes_per_node"] / 1024.0
+        print("  CPU per node at N=%d     %7.3f s   goal <= %.1f s   %s" % (GOAL_N, cpu, GOAL_CPU, _verdict(cpu <= GOAL_CPU)))
+        print("  events per node at N=%d  %7.1f KB  goal <= %.0f KB   %s" % (GOAL_N, kb, GOAL_KB, _verdict(kb <= GOAL_KB)))
+    else:
+        print("  (no run at N=%d: the absolute goals are not measured)" % GOAL_N)
+    if len(ns) > 1:
+        first, last = results[ns[0]]["gate"], results[ns[-1]]["gate"]
+        for label, key in (("CPU per node", "cpu_per_node_s"), ("events per node", "event_bytes_per_node")):
+            ratio = last[key] / first[key]
+            print("  %-16s N=%d vs N=%d: %.2fx  goal: flat or falling (<= %.2fx)  %s"
+                  % (label, ns[-1], ns[0], ratio, FLAT, _verdict(ratio <= FLAT)))
+
+
+def write_json(path, results, args):
+    doc = {"nodes": args.nodes, "forks": args.forks, "provision_check_mode": True,
+           "provision_trim": PROVISION_TRIM, "provision_vars": {k: v for k, (v, _why) in PROVISION_VARS.items()},
+           "goals": {"n": GOAL_N, "cpu_per_node_s": GOAL_CPU, "event_kb_per_node": GOAL_KB, "flat": FLAT},
+           "runs": {str(n): {k: {f: v for f, v in job.items() if f != "artifacts"} for k, job in runs.items()}
+                    for n, runs in results.items()}}
+    with open(path, "w") as handle:
+        json.dump(doc, handle, indent=2, sort_keys=True)
+
+
+def main():
+    args = parse_args()
+    if args.worker:
+        run_worker(args.worker)
+        return
+    work = tempfile.mkdtemp(prefix="fleet-bench-")
+    print("fleet_bench: N=%s, forks %d, provision --check at N=%s; work folder %s"
+          % (",".join(map(str, args.nodes)), args.forks, ",".join(map(str, args.provision_nodes)) or "-", work))
+    try:
+        ref = unpack_reference(work)
+        profile_bench = write_provision_profile(work)
+        results = collections.OrderedDict()
+        for n in args.nodes:
+            results[n] = bench_n(work, ref, n, args, profile_bench)
+            if args.json:
+                write_json(args.json, results, args)
+        print_table(results)
+        print_costly(results)
+        print_costly(results, "provision")
+        print_provision_notes(results)
+        print_goals(results)
+        if args.json:
+            write_json(args.json, results, args)
+            print("\nfigures written to %s" % args.json)
+    finally:
+        if args.keep:
+            print("kept %s" % work)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
