@@ -69,8 +69,8 @@ def write(paths):
             status[path] = "unchanged"
             continue
         folder = os.path.dirname(path) or "."
-        if not os.path.isdir(folder):
-            os.makedirs(folder, 0o755)
+        # every fork writes its node's files at once: the first creates the folder, the others find it
+        os.makedirs(folder, 0o755, exist_ok=True)
         handle, tmp = tempfile.mkstemp(prefix=".gpufleet-", dir=folder)
         try:
             with os.fdopen(handle, "w") as out:
