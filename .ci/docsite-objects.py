@@ -6,6 +6,8 @@ import zlib
 LABELS = {
     "ansible_configuration_settings": ("reference_appendices/config.html#ansible-configuration-settings",
                                        "Ansible Configuration Settings"),
+    # a module with an action plugin (validate_node) links to the action plugins page
+    "action_plugins": ("plugins/action.html#action-plugins", "Action plugins"),
     "callback_plugins": ("plugins/callback.html#callback-plugins", "Callback plugins"),
     "common_return_values": ("reference_appendices/common_return_values.html#common-return-values", "Return Values"),
 }
