@@ -62,10 +62,11 @@ def profile(lab, name, **changes):
     return path
 
 
-def run_role(lab, host, role, extra, tasks="main", check=False, diff=False, expect_ok=True):
+def run_role(lab, host, role, extra, tasks="main", check=False, diff=False, expect_ok=True, verbose=False):
     out = os.path.join(lab.base, "out-%s-%s" % (host, role))
     os.makedirs(out, exist_ok=True)
-    flags = (["--check"] if check else []) + (["--diff"] if diff else [])
+    # -v: the results themselves (verify's validate_node result holds each check's status)
+    flags = (["--check"] if check else []) + (["--diff"] if diff else []) + (["-v"] if verbose else [])
     text = ROLE_PLAY.format(role=role, tasks=tasks, out=out)
     path = os.path.join(lab.base, "play-%s-%s.yml" % (role, tasks))
     with open(path, "w") as handle:
@@ -129,8 +130,8 @@ def test_twin2_acs_fault_fixed_in_its_one_reboot(lab):
         assert pair["nic"]
     on = dict((bdf, b["acs"]["ctl"]) for bdf, b in facts["pcie"]["bridges"].items() if b["acs"] and any(b["acs"]["ctl"].values()))
     assert on == {}
-    proc, _ = run_role(lab, "twin2", "pcie", extra, tasks="verify")
-    assert "pcie.acs pass" in proc.stdout
+    proc, _ = run_role(lab, "twin2", "pcie", extra, tasks="verify", verbose=True)
+    assert '"pcie.acs": "pass"' in proc.stdout
     proc, requests = run_role(lab, "twin2", "pcie", extra)
     assert changed(proc, "twin2")[0] == 0 and requests == [], changed(proc, "twin2")[1]
 
@@ -154,8 +155,8 @@ def test_virtualization_host_gets_acs_directtrans_and_ats(lab):
     query = lab.ssh("twin4", "mlxconfig -e -d %s q ATS_ENABLED" % rails[0]).stdout
     assert "True(1)         True(1)" in query, query
     assert acs_words(lab, "twin4", BRIDGES_GPU0) == dict((b, "005d") for b in BRIDGES_GPU0)
-    proc, _ = run_role(lab, "twin4", "pcie", extra, tasks="verify")
-    assert "pcie.acs pass" in proc.stdout and "nic.ats pass" in proc.stdout
+    proc, _ = run_role(lab, "twin4", "pcie", extra, tasks="verify", verbose=True)
+    assert '"pcie.acs": "pass"' in proc.stdout and '"nic.ats": "pass"' in proc.stdout
     proc, requests = run_role(lab, "twin4", "pcie", extra)
     assert changed(proc, "twin4")[0] == 0 and requests == [], changed(proc, "twin4")[1]
 
@@ -206,7 +207,7 @@ def test_firmware_refuses_a_wrong_psid_then_flashes_to_the_minimum(lab):
     facts = lab.facts("twin1")["twin1"]
     assert set(n["fw_ver"] for n in facts["nics"]) == {"28.40.1000"}
     assert set(d["firmware"] for d in facts["nvme"]) == {"MPK7526Q"}
-    proc, _ = run_role(lab, "twin1", "firmware", extra, tasks="verify")
-    assert "firmware.nic pass" in proc.stdout and "firmware.nvme pass" in proc.stdout
+    proc, _ = run_role(lab, "twin1", "firmware", extra, tasks="verify", verbose=True)
+    assert '"firmware.nic": "pass"' in proc.stdout and '"firmware.nvme": "pass"' in proc.stdout
     proc, requests = run_role(lab, "twin1", "firmware", extra)
     assert changed(proc, "twin1")[0] == 0 and requests == [], changed(proc, "twin1")[1]
