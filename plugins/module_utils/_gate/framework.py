@@ -82,7 +82,8 @@ class Inputs:
 
     def not_collected(self, name):
         """"<name> not collected" with the cause when one is known."""
-        cause = self.output_errors.get(name) or getattr(getattr(self, name, None), "cause", None)
+        # a lazy services mapping keeps the cause of a systemctl that could not be asked (collect.py)
+        cause = self.output_errors.get(name) or (getattr(self.services, "cause", None) if name == "services" else None)
         return "%s not collected%s" % (name, " (%s)" % cause if cause else "")
 
     def want(self, *keys):
