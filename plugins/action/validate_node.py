@@ -11,11 +11,10 @@ __metaclass__ = type
 import time
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-from ansible.module_utils.urls import open_url
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpufleet.provision.plugins.module_utils import _report
-from ansible_collections.gpufleet.provision.plugins.modules.validate_node import ARGUMENT_SPEC, CONTROLLER_OPTIONS
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate.options import ARGUMENT_SPEC, CONTROLLER_OPTIONS
 from ansible_collections.gpufleet.provision.plugins.plugin_utils import gate_reports
 
 MODULE = "gpufleet.provision.validate_node"
@@ -51,6 +50,11 @@ class ActionModule(ActionBase):
         result["changed"] = any(v in ("written", "would write") for v in result["report_files"].values())
         if own["return_report"]:
             result["report"], result["facts"] = report, node_result.get("facts")
+        group = own["ready_group"] if result["status"] == "pass" else own["quarantine_group"]
+        if group:
+            # the key ansible.builtin.group_by returns: the strategy adds the node to the group when
+            # it reads an ok result, which saves the gate a task (a forked worker) per node
+            result["add_group"], result["parent_groups"] = group.replace(" ", "-"), ["all"]
         if own["fail_on_red"] and result["red"]:
             result["failed"] = True
             result["msg"] = "%s: %s" % (report.get("node"), "; ".join(
@@ -70,6 +74,8 @@ class ActionModule(ActionBase):
             else:
                 status.update(gate_reports.write(paths))
         if own["report_url"] and not self._task.check_mode:
+            # imported here: a report folder is the common sink, and urls costs every worker 60 ms
+            from ansible.module_utils.urls import open_url
             status.update(gate_reports.upload(
                 own["report_url"], node, files, open_url, headers=own["report_url_headers"],
                 url_username=own["report_url_username"], url_password=own["report_url_password"],

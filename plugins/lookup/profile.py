@@ -56,7 +56,8 @@ _CACHE = {}
 
 
 def _check_ids():
-    from ansible_collections.gpufleet.provision.plugins.module_utils._gate.gate import CHECK_IDS
+    # the ids alone: importing the gate's checks for them cost every worker's lookup 30 ms
+    from ansible_collections.gpufleet.provision.plugins.module_utils._gate.ids import CHECK_IDS
     return CHECK_IDS
 
 
@@ -79,7 +80,8 @@ def load_file(path):
     if hit and hit[0] == stamp:
         return hit[1]
     with open(path) as handle:
-        data = yaml.safe_load(handle)
+        # libyaml's loader when pyyaml has it: the lookup runs in every forked worker, once per task
+        data = yaml.load(handle, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # nosec B506 - a safe loader
     try:
         profile = _profile.validate(data, _check_ids())
     except _profile.ProfileError as exc:

@@ -134,6 +134,16 @@ options:
         Off by default, the report goes to the report files and job events stay small.
     type: bool
     default: false
+  ready_group:
+    description:
+      - Add a green node to this inventory group, as M(ansible.builtin.group_by) would (the result
+        carries RV(add_group), which Ansible's strategy applies). Saves the gate a task per node.
+      - Not applied when the task fails (O(fail_on_red) on a red node): a failed node leaves the play.
+    type: str
+  quarantine_group:
+    description:
+      - Add a red node to this inventory group (see O(ready_group)).
+    type: str
 extends_documentation_fragment:
   - gpufleet.provision.hardware_root
 attributes:
@@ -164,6 +174,13 @@ EXAMPLES = r"""
     checks: [kernel.cmdline, kernel.grub_sources]
     require: [kernel.cmdline]
     fail_on_red: true
+
+- name: The gate of a fleet run, green and red nodes grouped in the same task
+  gpufleet.provision.validate_node:
+    profile: "{{ lookup('gpufleet.provision.profile', 'hgx-h100') }}"
+    report_dir: /srv/gpufleet/reports
+    ready_group: gpufleet_ready
+    quarantine_group: gpufleet_quarantine
 
 - name: Evaluate a captured tree with recorded inputs (no host state read)
   gpufleet.provision.validate_node:
@@ -241,6 +258,11 @@ report_files:
   returned: when O(report_dir) or O(report_url) is set
   type: dict
   sample: {/srv/reports/node001.json: written, /srv/reports/node001.prom: unchanged}
+add_group:
+  description: The group the node joins (O(ready_group) or O(quarantine_group)), applied by Ansible as for M(ansible.builtin.group_by).
+  returned: when the group option for the node's verdict is set
+  type: str
+  sample: gpufleet_quarantine
 report:
   description: The whole report (every check with observed, expected, reason, prevents, remedy).
   returned: when O(return_report=true)
@@ -258,36 +280,10 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate import collect as _collect
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate import gate
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate.options import ARGUMENT_SPEC, CONTROLLER_OPTIONS
 from ansible_collections.gpufleet.provision.plugins.module_utils import _profile
 from ansible_collections.gpufleet.provision.plugins.module_utils._facts import collect
 from ansible_collections.gpufleet.provision.plugins.module_utils._fs import Root
-
-# Options the action plugin handles on the controller (never sent to the node).
-CONTROLLER_OPTIONS = ("report_dir", "report_url", "report_url_username", "report_url_password",
-                      "report_url_headers", "report_url_validate_certs", "fail_on_red", "return_report")
-
-ARGUMENT_SPEC = dict(
-    root=dict(type="path", default="/"),
-    profile=dict(type="dict", required=True),
-    checks=dict(type="list", elements="str", default=[]),
-    require=dict(type="list", elements="str", default=[]),
-    commands=dict(type="dict"),
-    command_timeout=dict(type="int", default=60),
-    packages=dict(type="dict"),
-    services=dict(type="dict"),
-    outputs=dict(type="dict", default={}),
-    output_errors=dict(type="dict", default={}),
-    node=dict(type="str"),
-    report_dir=dict(type="path"),
-    report_url=dict(type="str"),
-    report_url_username=dict(type="str"),
-    report_url_password=dict(type="str", no_log=True),
-    report_url_headers=dict(type="dict", default={}, no_log=True),
-    report_url_validate_certs=dict(type="bool", default=True),
-    fail_on_red=dict(type="bool", default=False),
-    return_report=dict(type="bool", default=False),
-)
-
 
 def _node_name(fs, given):
     if given:

@@ -28,6 +28,7 @@ from ansible_collections.gpufleet.provision.plugins.module_utils import _profile
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.checks import cpu, firmware, gpu, memory, network, packages, probes, storage, system
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.cmdline import read_grub_sources
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.framework import CheckError, Inputs, NotAsked, Skip
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate import ids as _ids
 
 __all__ = ["CHECKS", "CHECK_IDS", "PROBES", "CheckError", "Inputs", "Skip", "evaluate", "read_grub_sources"]
 
@@ -38,6 +39,9 @@ CHECK_IDS = tuple(c.id for c in CHECKS)
 PROBES = dict((c.id, c.probe) for c in CHECKS if c.probe)
 if len(set(CHECK_IDS)) != len(CHECK_IDS):
     raise ImportError("duplicate check id in %s" % ", ".join(CHECK_IDS))
+if CHECK_IDS != _ids.CHECK_IDS:
+    raise ImportError("_gate/ids.py is not the registered checks in report order: ids.py %s, checks %s"
+                      % (", ".join(_ids.CHECK_IDS), ", ".join(CHECK_IDS)))
 
 
 def _json_safe(value):

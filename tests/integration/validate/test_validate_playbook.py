@@ -96,15 +96,31 @@ def recap(stdout):
 
 
 def summaries(stdout):
-    return dict((m.group(1), m.group(0)) for m in re.finditer(r'"((?:gpu|vm)\d+) (?:READY|QUARANTINE) \(profile [^"]*"', stdout))
+    """The role's summary (validate_show_summary=true): a line per red node, the green ones in one
+    "green: <hostlist>" line (single names here)."""
+    lines = dict((m.group(1), m.group(0)) for m in re.finditer(r'"((?:gpu|vm)\d+) QUARANTINE \(profile [^"]*"', stdout))
+    for m in re.finditer(r'"green: ([^"]+)"', stdout):
+        lines.update((name, "%s READY" % name) for name in m.group(1).split(","))
+    return lines
+
+
+def run_summary(stdout):
+    """The run summary's READY line and its QUARANTINED nodes (the playbook's own summary)."""
+    ready = re.search(r'"READY {8}([^"]*)"', stdout).group(1)
+    return {"ready": ready, "quarantined": sorted(re.findall(r'"(?:QUARANTINED {2}| {13})((?:gpu|vm)\d+): ', stdout))}
 
 
 def test_fleet_run_reports_every_node_then_fail_on_red(fleet):
-    proc = run(fleet)
+    proc = run(fleet, "-e", "validate_show_summary=true")
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert '"4 node(s) evaluated: 1 green, 3 red"' in proc.stdout
     lines = summaries(proc.stdout)
     assert sorted(lines) == ["gpu001", "gpu002", "gpu003", "vm001"]
-    assert "gpu001 READY (profile hgx-h100)" in lines["gpu001"]
+    assert lines["gpu001"] == "gpu001 READY"
+    assert run_summary(proc.stdout) == {"ready": "gpu001", "quarantined": ["gpu002", "gpu003", "vm001"]}
+    # the summary is once per play, not a task per node
+    assert proc.stdout.count("TASK [gpufleet.provision.validate : Summary]") == 1
+    assert len(re.findall(r"^ok: \[\w+\] => \{$", proc.stdout.split("TASK [gpufleet.provision.validate : Summary]")[1].split("PLAY [")[0], re.M)) == 1
     assert "gpu003 QUARANTINE (profile hgx-h100): nvidia.fabricmanager [" in lines["gpu003"]
     assert re.search(r"gpu002 QUARANTINE \(profile hgx-h100\): .*cpu\.smt.*numa\.layout", lines["gpu002"])
     assert json.loads(fleet["groups"].read_text()) == {"ready": ["gpu001"], "quarantine": ["gpu002", "gpu003", "vm001"]}
@@ -135,14 +151,16 @@ def test_fleet_run_reports_every_node_then_fail_on_red(fleet):
     stats = recap(proc.stdout)
     assert stats["gpu001"]["failed"] == 0
     assert all(stats[h]["failed"] == 1 for h in ("gpu002", "gpu003", "vm001")), stats
-    assert sorted(summaries(proc.stdout)) == ["gpu001", "gpu002", "gpu003", "vm001"]
+    # the failure names the red checks with their reasons; the run summary still has every node
+    assert re.search(r'fatal: \[gpu003\]: FAILED! => .*"msg": "gpu003: nvidia.fabricmanager fail: ', proc.stdout), proc.stdout[-3000:]
+    assert run_summary(proc.stdout)["ready"] == "gpu001"
 
 
 def test_check_mode_evaluates_the_same_and_writes_nothing(fleet):
-    proc = run(fleet, "--check", "--limit", "gpu001,gpu002")
+    proc = run(fleet, "--check", "--limit", "gpu001,gpu002", "-e", "validate_show_summary=true")
     assert proc.returncode == 0, proc.stdout[-3000:]
     lines = summaries(proc.stdout)
-    assert "gpu001 READY (profile hgx-h100)" in lines["gpu001"]
+    assert lines["gpu001"] == "gpu001 READY"
     assert re.search(r"gpu002 QUARANTINE \(profile hgx-h100\): .*cpu\.smt.*numa\.layout", lines["gpu002"])
     assert not fleet["reports"].exists()
 
@@ -153,7 +171,7 @@ def test_enabled_probe_on_a_node_without_its_tools_fails_its_check_with_the_caus
     profile["probes"]["nccl"]["enabled"] = True
     path = tmp_path / "probe.yml"
     path.write_text(yaml.safe_dump(profile))
-    proc = run(fleet, "-e", "validate_profile=%s" % path, "--limit", "gpu001")
+    proc = run(fleet, "-e", "validate_profile=%s" % path, "--limit", "gpu001", "-e", "validate_show_summary=true")
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "gpu001 QUARANTINE (profile hgx-h100): transport.nccl, nccl.allreduce_bandwidth [" in summaries(proc.stdout)["gpu001"]
     # The shipped probe script ran on this machine, which has no nccl-tests: no data, naming why.

@@ -72,6 +72,19 @@ def test_subset_of_checks_and_fail_on_red(adhoc, unpacked_tree):
     assert rc != 0 and "unknown check id(s): pcie.acz" in result["msg"]
 
 
+def test_groups_by_verdict_in_the_same_task(adhoc, unpacked_tree):
+    # the key group_by returns: the strategy applies it (the playbook test reads the groups back)
+    args = dict(NOTHING, root=unpacked_tree("hgx-h100-ref"), profile=profile(), ready_group="fleet ready",
+                quarantine_group="fleet_quarantine")
+    rc, green = adhoc("validate_node", dict(args, checks=["pcie.acs"]))
+    assert rc == 0 and green["status"] == "pass", green
+    assert (green["add_group"], green["parent_groups"]) == ("fleet-ready", ["all"])
+    rc, red = adhoc("validate_node", dict(args, checks=["packages.held"]))
+    assert rc == 0 and red["status"] == "fail" and red["add_group"] == "fleet_quarantine", red
+    rc, plain = adhoc("validate_node", dict(NOTHING, root=args["root"], profile=profile(), checks=["pcie.acs"]))
+    assert rc == 0 and "add_group" not in plain, plain
+
+
 def test_required_skip_is_red(adhoc, unpacked_tree):
     # gpu.ecc needs nvidia-smi -q: no command, no data; required here, so red
     args = dict(NOTHING, root=unpacked_tree("hgx-h100-ref"), profile=profile(), checks=["gpu.ecc"])
