@@ -9,12 +9,14 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.model import FabricError
-from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.placement import place
-
 
 def fabric_place(doc, count, busy=None, statuses=None):
     """fabric.json, N -> the hosts a topology-aware scheduler should give a job of N nodes."""
+    # imported on use: Ansible loads every filter file of the collection in each forked worker that
+    # looks up a filter whose name is not a file name (hostlist, cpulist...), and the fabric model
+    # cost each of those workers 50 ms
+    from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.model import FabricError
+    from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.placement import place
     if busy is not None and (isinstance(busy, str) or not isinstance(busy, (list, tuple, set))):
         raise AnsibleFilterError("fabric_place: busy must be a list of host names, got %r" % (busy,))
     if statuses is not None and (isinstance(statuses, str) or not isinstance(statuses, (list, tuple))):

@@ -23,7 +23,7 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_text
 
-from ansible_collections.gpufleet.provision.plugins.module_utils._fabric_outputs import hostlist as _hostlist
+from ansible_collections.gpufleet.provision.plugins.module_utils._parsers import hostlist as _hostlist
 
 # Per status, how many nodes are named one per line before the rest is counted (a fleet run).
 MAX_LINES = 20

@@ -10,7 +10,7 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.provision.plugins.module_utils import _parsers
-from ansible_collections.gpufleet.provision.plugins.module_utils._fabric_outputs import hostlist as _hostlist
+from ansible_collections.gpufleet.provision.plugins.module_utils._parsers import hostlist as _hostlist
 
 
 def _ints(value, what):

@@ -25,9 +25,8 @@ __metaclass__ = type
 
 import re
 
-PORTABLE_SETTINGS = ("snc", "hyperthreading", "vtx", "vtd", "sriov", "acs", "power_profile")
-SNC_VALUES = ("off", "snc2", "snc4", "nps1", "nps2", "nps4")
-POWER_PROFILES = ("performance", "efficiency", "custom")
+from ansible_collections.gpufleet.provision.plugins.module_utils._bios_values import (  # noqa: F401 - re-exported
+    PORTABLE_SETTINGS, POWER_PROFILES, SNC_VALUES)
 
 # Known names per vendor: {setting: [(attribute, {portable value: raw value})]}. Hints only: the
 # attribute must exist in the registry and a hinted value must be one of its values, else the

@@ -28,42 +28,10 @@ import os
 import re
 
 from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.verdicts import schedulable
-from ansible_collections.gpufleet.provision.plugins.module_utils._parsers import natural_key
+from ansible_collections.gpufleet.provision.plugins.module_utils._parsers import hostlist, natural_key  # noqa: F401 - hostlist is part of this API
 
-_TRAILING_NUM_RE = re.compile(r"^(.*?)(\d+)$")
 _LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 LABEL_PREFIX = "fabric.gpufleet.io/"
-
-
-def hostlist(names):
-    """['gpu001', 'gpu002', 'gpu004', 'x'] -> 'gpu[001-002,004],x' (Slurm hostlist expression)."""
-    groups = {}
-    singles = []
-    for name in names:
-        m = _TRAILING_NUM_RE.match(name)
-        if not m or "[" in name or "," in name:
-            singles.append(name)
-            continue
-        groups.setdefault((m.group(1), len(m.group(2))), []).append(int(m.group(2)))
-    parts = []
-    for (prefix, width), nums in groups.items():
-        nums = sorted(set(nums))
-        if len(nums) == 1:
-            parts.append((prefix, nums[0], "%s%0*d" % (prefix, width, nums[0])))
-            continue
-        ranges = []
-        start = prev = nums[0]
-        for n in nums[1:] + [None]:
-            if n is not None and n == prev + 1:
-                prev = n
-                continue
-            ranges.append("%0*d" % (width, start) if start == prev else "%0*d-%0*d" % (width, start, width, prev))
-            if n is not None:
-                start = prev = n
-        parts.append((prefix, nums[0], "%s[%s]" % (prefix, ",".join(ranges))))
-    parts.extend((s, -1, s) for s in singles)
-    parts.sort(key=lambda p: (natural_key(p[0]), p[1]))
-    return ",".join(p[2] for p in parts)
 
 
 def selected_nodes(doc, statuses):

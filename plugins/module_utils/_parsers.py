@@ -38,6 +38,43 @@ def natural_key(text):
     return key
 
 
+_TRAILING_NUM_RE = re.compile(r"^(.*?)(\d+)$")
+
+
+def hostlist(names):
+    """['gpu001', 'gpu002', 'gpu004', 'x'] -> 'gpu[001-002,004],x' (Slurm hostlist expression).
+
+    Here, not with the fabric outputs: the filters format host lists too, and a filter file is loaded
+    in every forked worker that resolves a collection filter by a name that is not a file."""
+    groups = {}
+    singles = []
+    for name in names:
+        m = _TRAILING_NUM_RE.match(name)
+        if not m or "[" in name or "," in name:
+            singles.append(name)
+            continue
+        groups.setdefault((m.group(1), len(m.group(2))), []).append(int(m.group(2)))
+    parts = []
+    for (prefix, width), nums in groups.items():
+        nums = sorted(set(nums))
+        if len(nums) == 1:
+            parts.append((prefix, nums[0], "%s%0*d" % (prefix, width, nums[0])))
+            continue
+        ranges = []
+        start = prev = nums[0]
+        for n in nums[1:] + [None]:
+            if n is not None and n == prev + 1:
+                prev = n
+                continue
+            ranges.append("%0*d" % (width, start) if start == prev else "%0*d-%0*d" % (width, start, width, prev))
+            if n is not None:
+                start = prev = n
+        parts.append((prefix, nums[0], "%s[%s]" % (prefix, ",".join(ranges))))
+    parts.extend((s, -1, s) for s in singles)
+    parts.sort(key=lambda p: (natural_key(p[0]), p[1]))
+    return ",".join(p[2] for p in parts)
+
+
 # The kernel's largest NR_CPUS (CONFIG_NR_CPUS_RANGE_END on x86_64 with MAXSMP): a list naming
 # more CPUs, or a CPU number at or above it, is not one the kernel wrote.
 MAX_CPUS = 8192

@@ -18,7 +18,7 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.gpufleet.provision.plugins.module_utils._bios_resolve import POWER_PROFILES, SNC_VALUES
+from ansible_collections.gpufleet.provision.plugins.module_utils._bios_values import POWER_PROFILES, SNC_VALUES
 from ansible_collections.gpufleet.provision.plugins.module_utils._parsers import IB_ERROR_COUNTERS
 from ansible_collections.gpufleet.provision.plugins.module_utils._pcie import AFFINITY_ORDER
 

@@ -29,6 +29,6 @@ def test_lookup_and_action_load_neither_checks_nor_the_module():
                          text=True, check=True, timeout=60).stdout
     loaded = json.loads(out)
     assert "ansible_collections.gpufleet.provision.plugins.module_utils._gate.ids" in loaded
-    heavy = [m for m in loaded if m.endswith(("._gate.gate", "._gate.checks", ".modules.validate_node", "._bios", "._redfish"))]
+    heavy = [m for m in loaded if m.endswith(("._gate.gate", "._gate.checks", ".modules.validate_node", "._bios", "._bios_resolve", "._redfish"))]
     assert heavy == [], heavy
     assert "ansible.module_utils.urls" not in loaded   # imported only to upload to a report URL
