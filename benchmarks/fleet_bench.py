@@ -14,7 +14,8 @@ forks and every module process):
   - provision: playbooks/provision.yml --check on a converged node (a profile trimmed to what this
                machine and the fixture root can be converged to; see PROVISION_TRIM), by default at
                N <= 32 only. Never without --check: the roles install packages and write GRUB.
-Per run and per node: wall and CPU seconds, the ratio to ping, module round trips (ROUND TRIPS below),
+Per run and per node: wall and CPU seconds, the ratio to ping, the CPU split (NODE CPU below),
+module round trips (ROUND TRIPS below),
 job-event bytes (the job_events/*.json files of each host, what AWX stores). Then the 10 tasks of the
 gate (and of provision) at the middle N that cost the most events, and the goal lines of issue 16.
 """
@@ -128,15 +129,51 @@ def unpack_reference(work):
     return ref
 
 
+# NODE CPU: the nodes are this machine, so the job's process tree also holds what a real fleet runs
+# on the nodes (the module processes and the commands they run). Each node's Python is this wrapper,
+# which GNU time makes append its CPU (with its children's) to the job's file: node CPU is their sum,
+# controller CPU the rest (forks, templating, results, events: what an AWX execution node pays).
+TIME = "/usr/bin/time"
+NODE_CPU_ENV = "GPUFLEET_BENCH_NODE_CPU"
+
+
+def node_python(work):
+    """The interpreter path the inventory gives: the wrapper when GNU time is here, else python itself."""
+    if not os.access(TIME, os.X_OK):
+        return sys.executable
+    path = os.path.join(work, "node-python")
+    with open(path, "w") as handle:
+        handle.write('#!/bin/sh\nexec %s -a -o "${%s:-/dev/null}" -f "%%U %%S" %s "$@"\n' % (TIME, NODE_CPU_ENV, sys.executable))
+    os.chmod(path, 0o755)
+    return path
+
+
+def read_node_cpu(path):
+    """Seconds of CPU the node-side processes used, or None when they were not measured."""
+    if not os.path.exists(path):
+        return None
+    total = 0.0
+    with open(path) as handle:
+        for line in handle:
+            parts = line.split()
+            if len(parts) == 2:   # GNU time also writes "Command exited with non-zero status N" lines
+                try:
+                    total += float(parts[0]) + float(parts[1])
+                except ValueError:
+                    pass
+    return total
+
+
 def write_inventory(work, ref, n):
     """N hosts, each with its own copy of the reference tree; returns the inventory path and the names."""
+    python = node_python(work)
     hosts = {}
     for i in range(1, n + 1):
         name = "node%03d" % i
         root = os.path.join(work, "roots", name)
         if not os.path.isdir(root):
             shutil.copytree(ref, root, symlinks=True)
-        hosts[name] = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+        hosts[name] = {"ansible_connection": "local", "ansible_python_interpreter": python,
                        "gpufleet_hardware_root": root}
     path = os.path.join(work, "inventory-%d.yml" % n)
     with open(path, "w") as handle:
@@ -181,8 +218,13 @@ def run_worker(spec_path):
 def run_job(pdd, ident, inventory, forks, **how):
     """Run one job in a worker process; returns wall and CPU seconds of the whole process tree."""
     os.makedirs(pdd, exist_ok=True)
+    # one file per private data dir, emptied before each job: ansible-runner keeps the first job's
+    # envvars in <pdd>/env/envvars and gives them to the later jobs of the same folder
+    node_cpu = os.path.join(pdd, "node-cpu.txt")
+    if os.path.exists(node_cpu):
+        os.unlink(node_cpu)
     spec = dict(private_data_dir=pdd, project_dir=REPO, ident=ident, inventory=inventory, forks=forks,
-                envvars={"ANSIBLE_NOCOLOR": "1", "ANSIBLE_DEPRECATION_WARNINGS": "false"}, **how)
+                envvars={"ANSIBLE_NOCOLOR": "1", "ANSIBLE_DEPRECATION_WARNINGS": "false", NODE_CPU_ENV: node_cpu}, **how)
     spec_path = os.path.join(pdd, "spec-%s.json" % ident)
     with open(spec_path, "w") as handle:
         json.dump(spec, handle)
@@ -192,7 +234,10 @@ def run_job(pdd, ident, inventory, forks, **how):
     wall = time.monotonic() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
     artifacts = os.path.join(pdd, "artifacts", ident)
-    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "user_s": usage.ru_utime,
+    cpu = usage.ru_utime + usage.ru_stime
+    node = read_node_cpu(node_cpu)
+    return {"wall_s": wall, "cpu_s": cpu, "node_cpu_s": node, "controller_cpu_s": None if node is None else cpu - node,
+            "user_s": usage.ru_utime,
             "sys_s": usage.ru_stime, "worker_rc": proc.returncode, "artifacts": artifacts,
             "status": _read(artifacts, "status"), "rc": _read(artifacts, "rc")}
 
@@ -304,6 +349,8 @@ def figures(job, nodes, events):
     failed, seen = host_failures(events)
     job.update({
         "nodes": n, "wall_per_node_s": job["wall_s"] / n, "cpu_per_node_s": job["cpu_s"] / n,
+        "controller_cpu_per_node_s": None if job["controller_cpu_s"] is None else job["controller_cpu_s"] / n,
+        "node_cpu_per_node_s": None if job["node_cpu_s"] is None else job["node_cpu_s"] / n,
         "controller_runs_per_node": sum(delegated.get(node, 0) for node in nodes) / float(n),
         "round_trips_per_node": sum(trips) / float(n), "round_trips_min": min(trips), "round_trips_max": max(trips),
         "event_bytes_per_node": sum(size) / float(n), "event_bytes_max": max(size),
@@ -357,6 +404,9 @@ COLUMNS = (
     ("CPU/node", 8, "%.3f", lambda job, ping: job["cpu_per_node_s"]),
     ("x ping wall", 11, "%.2f", lambda job, ping: job["wall_per_node_s"] / ping["wall_per_node_s"]),
     ("x ping CPU", 10, "%.2f", lambda job, ping: job["cpu_per_node_s"] / ping["cpu_per_node_s"]),
+    ("ctl CPU/node", 12, "%s", lambda job, ping: _opt(job["controller_cpu_per_node_s"])),
+    ("x ping ctl", 10, "%s", lambda job, ping: _opt(_ratio(job["controller_cpu_per_node_s"], ping["controller_cpu_per_node_s"]), "%.2f")),
+    ("node CPU/node", 13, "%s", lambda job, ping: _opt(job["node_cpu_per_node_s"])),
     ("trips/node", 10, "%.1f", lambda job, ping: job["round_trips_per_node"]),
     ("ctl/node", 8, "%.1f", lambda job, ping: job["controller_runs_per_node"]),
     ("KB/node", 7, "%.1f", lambda job, ping: job["event_bytes_per_node"] / 1024.0),
@@ -365,12 +415,22 @@ COLUMNS = (
 )
 
 
+def _ratio(a, b):
+    return None if a is None or not b else a / b
+
+
+def _opt(value, fmt="%.3f"):
+    return "-" if value is None else fmt % value
+
+
 def print_table(results):
     print("\n%-10s %4s " % ("run", "N") + " ".join("%*s" % (w, head) for head, w, _f, _v in COLUMNS) + "  status")
     for n, runs in results.items():
         for kind, job in runs.items():
             cells = " ".join("%*s" % (w, fmt % value(job, runs["ping"])) for _h, w, fmt, value in COLUMNS)
             print("%-10s %4d %s  %s%s" % (kind, n, cells, job["status"], _status_note(job, n)))
+    print("CPU: the job's whole process tree; ctl CPU: without what ran as the nodes' Python (NODE CPU in the"
+          " source; '-' without GNU time); node CPU: that part")
     print("trips: module round trips on the node; ctl: module runs delegated to the controller; KB: job events"
           " of the node (max: the largest node); job KB: every event of the job / N")
 
@@ -425,6 +485,10 @@ def print_goals(results):
         gate = results[GOAL_N]["gate"]
         cpu, kb = gate["cpu_per_node_s"], gate["event_bytes_per_node"] / 1024.0
         print("  CPU per node at N=%d     %7.3f s   goal <= %.1f s   %s" % (GOAL_N, cpu, GOAL_CPU, _verdict(cpu <= GOAL_CPU)))
+        ctl = gate["controller_cpu_per_node_s"]
+        if ctl is not None:
+            print("    of which the controller %7.3f s   goal <= %.1f s   %s  (ping's: %.3f s)"
+                  % (ctl, GOAL_CPU, _verdict(ctl <= GOAL_CPU), results[GOAL_N]["ping"]["controller_cpu_per_node_s"]))
         print("  events per node at N=%d  %7.1f KB  goal <= %.0f KB   %s" % (GOAL_N, kb, GOAL_KB, _verdict(kb <= GOAL_KB)))
     else:
         print("  (no run at N=%d: the absolute goals are not measured)" % GOAL_N)
