@@ -17,7 +17,8 @@ text in, data out), ``checks/<domain>`` (the checks, each domain its own list). 
 the domain module it belongs to; a new domain is added to DOMAINS below.
 
 Check ids are a stable interface: dashboards and alerts key on them. docs/checks.md has one line
-per id; keep it in step with CHECKS.
+per id, and ids.py lists them for the profile lookup; keep both in step with CHECKS (this module
+refuses to import when ids.py differs).
 """
 
 from __future__ import absolute_import, division, print_function
