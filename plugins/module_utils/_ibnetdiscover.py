@@ -51,6 +51,7 @@ _NODE_TAIL_LID_RE = re.compile(r'\blid\s+(\d+)')
 _HEX16 = frozenset("0123456789abcdef")
 _HEADER_KEYS = frozenset(("vendid", "devid", "sysimgguid", "switchguid", "caguid", "rtguid"))
 _REPEATED_KEYS = frozenset(("vendid", "devid"))
+_NODE_FIRST = frozenset("SCR")
 # A line starting with one of these (or empty) is stripped before it is read; any other line is
 # read as it comes (the patterns allow the trailing blanks and newline that strip() would remove).
 _STRIP_FIRST = frozenset([""] + [chr(c) for c in range(0x3001) if chr(c).isspace()])
@@ -195,6 +196,7 @@ def _parse(lines, source):
     speeds = SPEED_GBPS
     strip_first = _STRIP_FIRST
     seen_headers = {}
+    node_first = _NODE_FIRST
 
     def warn(lineno, msg):
         warnings.append("%s:%d: %s" % (source, lineno, msg))
@@ -249,7 +251,8 @@ def _parse(lines, source):
         if first == "#":
             n_comment += 1
             continue
-        kv = seen_headers.get(line)
+        # header keys are lower case: a line starting with a capital is no header (Switch, Ca, Rt)
+        kv = seen_headers.get(line) if first not in node_first else False
         if kv is None:
             kv = _header(line)
             if kv and kv[0] in _REPEATED_KEYS:

@@ -123,7 +123,7 @@ def link_anomalies(m, group_of_spine):
 def _degraded_host_links(m):
     # Norm per segment: the most common rate among host links.
     host_rates = defaultdict(list)
-    gbps = _rates()
+    gbps = link_gbps
     for h in m.hosts.values():
         for nics in (h["nics"], h["other"]):
             for n in nics:
@@ -142,7 +142,7 @@ def _degraded_host_links(m):
 
 def _degraded_switch_links(m):
     isl_rates = defaultdict(list)
-    gbps = _rates()
+    gbps = link_gbps
     for link in m.isl_links:
         isl_rates[link[0]].append(gbps(link[5], link[6]))
     isl_norm = dict((seg, mode(rates)) for seg, rates in isl_rates.items())
@@ -156,15 +156,3 @@ def _degraded_switch_links(m):
                 "link_degraded", "link %s port %s <-> %s port %s runs at %sx%s (%g Gb/s), below the fabric's %g Gb/s"
                 % (sa, pa, sb, pb, width, speed, rate, norm), switch=sa, port=pa, peer=sb, peer_port=pb, segment=seg))
 
-
-def _rates():
-    """link_gbps with a memory: a fabric has a handful of (width, speed) pairs and 10^5 links."""
-    known = {}
-
-    def gbps(width, speed):
-        try:
-            return known[width, speed]
-        except KeyError:
-            rate = known[width, speed] = link_gbps(width, speed)
-            return rate
-    return gbps
