@@ -110,17 +110,6 @@ def _guid(text):
     return normalize_guid(text)
 
 
-def _header(line):
-    """``vendid=0x2c9`` (a known key, a value without blanks) -> (key, value), else None: no regex
-    for the four header lines of every block."""
-    key, eq, value = line.partition("=")
-    if eq and key in _HEADER_KEYS:
-        value = value.rstrip()
-        if value and " " not in value and value.isprintable():
-            return key, value
-    return None
-
-
 def _node(nm, lineno, header, source, warn):
     """A matched node line -> its record (``_seen_ports`` is the set its port lines fill)."""
     word, nports, prefix, guid, desc, tail = nm.groups()
@@ -197,6 +186,8 @@ def _parse(lines, source):
     strip_first = _STRIP_FIRST
     seen_headers = {}
     node_first = _NODE_FIRST
+    header_keys = _HEADER_KEYS
+    repeated_keys = _REPEATED_KEYS
 
     def warn(lineno, msg):
         warnings.append("%s:%d: %s" % (source, lineno, msg))
@@ -254,9 +245,15 @@ def _parse(lines, source):
         # header keys are lower case: a line starting with a capital is no header (Switch, Ca, Rt)
         kv = seen_headers.get(line) if first not in node_first else False
         if kv is None:
-            kv = _header(line)
-            if kv and kv[0] in _REPEATED_KEYS:
-                seen_headers[line] = kv    # "vendid=0x2c9": the same few lines in every block
+            # vendid=0x2c9 (a known key, a value without blanks): no regex for the header lines of every block
+            key, eq, value = line.partition("=")
+            kv = False
+            if eq and key in header_keys:
+                value = value.rstrip()
+                if value and " " not in value and value.isprintable():
+                    kv = (key, value)
+                    if key in repeated_keys:
+                        seen_headers[line] = kv    # the same few lines in every block
         if kv:
             n_header += 1
             if current is not None:
