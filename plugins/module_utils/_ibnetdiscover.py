@@ -54,7 +54,8 @@ _REPEATED_KEYS = frozenset(("vendid", "devid"))
 _NODE_FIRST = frozenset("SCR")
 # A line starting with one of these (or empty) is stripped before it is read; any other line is
 # read as it comes (the patterns allow the trailing blanks and newline that strip() would remove).
-_STRIP_FIRST = frozenset([""] + [chr(c) for c in range(0x3001) if chr(c).isspace()])
+_STRIP_FIRST = frozenset([""] + list("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000")
+                         + [chr(c) for c in range(0x2000, 0x200b)])   # every character str.isspace() knows
 
 KIND_BY_PREFIX = {"S": "switch", "H": "ca", "R": "router"}
 KIND_BY_WORD = {"Switch": "switch", "Ca": "ca", "Rt": "router"}
@@ -130,6 +131,12 @@ def _node(nm, lineno, header, source, warn):
     }
 
 
+def _number(numbers, text):
+    """int(text), remembered in ``numbers`` (a capture has a few thousand distinct port numbers)."""
+    value = numbers[text] = int(text)
+    return value
+
+
 def _port_warnings(warn, lineno, cur_guid, cur_nports, port, seen_ports, width, speed):
     """The warnings a port line can give about itself (called only when one applies)."""
     if width is None:
@@ -171,7 +178,7 @@ def _parse(lines, source):
     nodes = {}
     links = {}
     warnings = []
-    n_total = n_blank = n_comment = n_header = n_node = n_port = n_unparsed = 0
+    n_total = n_blank = n_comment = n_header = n_node = n_unparsed = 0   # every other line is a port line
     header = {}
     current = None  # the node whose block we are in
     cur_guid = port_match = port_fast = None
@@ -185,6 +192,7 @@ def _parse(lines, source):
     speeds = SPEED_GBPS
     strip_first = _STRIP_FIRST
     seen_headers = {}
+    numbers = {}
     node_first = _NODE_FIRST
     header_keys = _HEADER_KEYS
     repeated_keys = _REPEATED_KEYS
@@ -207,7 +215,12 @@ def _parse(lines, source):
             m = port_fast(line) if current is not None else None
             if m is not None:
                 port, peer, peer_port, width, speed = m.group(1, 3, 4, 5, 6)
-                width = int(width)
+                # port numbers and widths repeat on every switch: their ints are looked up
+                port = numbers.get(port) or _number(numbers, port)
+                peer_port = numbers.get(peer_port) or _number(numbers, peer_port)
+                width = numbers.get(width) or _number(numbers, width)
+                if speed not in speeds or port in seen_ports or (cur_nports and port > cur_nports):
+                    _port_warnings(warn, n_total, cur_guid, cur_nports, port, seen_ports, width, speed)
             else:
                 m = port_match(line) if current is not None else None
                 if m is None:
@@ -216,14 +229,12 @@ def _parse(lines, source):
                          if current is not None else "port line outside a Switch/Ca block: %r" % line.strip()[:120])
                     continue
                 port, peer, peer_port, width, speed = m.group(1, 3, 4, 7, 8)
+                port, peer_port = int(port), int(peer_port)
                 width = int(width) if width is not None else None
-            n_port += 1
-            port = int(port)
-            peer_port = int(peer_port)
+                if width is None or speed not in speeds or port in seen_ports or (cur_nports and port > cur_nports):
+                    _port_warnings(warn, n_total, cur_guid, cur_nports, port, seen_ports, width, speed)
             if len(peer) != 16 or not peer.islower():
                 peer = normalize_guid(peer)     # upper case, short, or all digits (normalize_guid keeps those)
-            if width is None or speed not in speeds or port in seen_ports or (cur_nports and port > cur_nports):
-                _port_warnings(warn, n_total, cur_guid, cur_nports, port, seen_ports, width, speed)
             seen_ports.add(port)
             if cur_guid < peer or (cur_guid == peer and port <= peer_port):
                 key = (cur_guid, port, peer, peer_port)
@@ -291,7 +302,7 @@ def _parse(lines, source):
             warnings.append("%s:%d: link to %s which has no block of its own (truncated capture?)"
                             % (source, link["line"], link["b"]))
     counts = {"total": n_total, "blank": n_blank, "comment": n_comment, "header": n_header, "node": n_node,
-              "port": n_port, "unparsed": n_unparsed}
+              "port": n_total - n_blank - n_comment - n_header - n_node - n_unparsed, "unparsed": n_unparsed}
     return {"source": source, "nodes": nodes, "links": list(links.values()), "warnings": warnings, "lines": counts}
 
 

@@ -170,3 +170,12 @@ def test_port_line_forms_give_the_rate_the_format_says():
         assert (link["width"], link["speed"]) == rate, line
         assert link["b"] in ("0000000000002000", "00000000000020ab"), line
         assert any("no width/speed" in w for w in cap["warnings"]) == (rate == (None, None)), line
+
+
+def test_lines_starting_blank_are_all_stripped_first():
+    # the parser reads a line as it comes unless it starts with one of these: every character
+    # str.strip() would remove must be in the set, or a line starting with it would be misread
+    from ansible_collections.gpufleet.provision.plugins.module_utils._ibnetdiscover import _STRIP_FIRST
+    assert set(_STRIP_FIRST) == set(chr(c) for c in range(0x110000) if chr(c).isspace()) | {""}
+    cap = parse(GOOD.replace("[1]\t\"H-", "\u3000[1]\t\"H-"), "wide.out")
+    assert cap["warnings"] == [] and cap["lines"]["port"] == 4
