@@ -155,4 +155,3 @@ def _degraded_switch_links(m):
             m.anomalies.append(anomaly(
                 "link_degraded", "link %s port %s <-> %s port %s runs at %sx%s (%g Gb/s), below the fabric's %g Gb/s"
                 % (sa, pa, sb, pb, width, speed, rate, norm), switch=sa, port=pa, peer=sb, peer_port=pb, segment=seg))
-
