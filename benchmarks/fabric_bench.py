@@ -16,6 +16,10 @@ the model must report, no more, no fewer). Then, each in a fresh child process:
 Prints per run the CPU, wall and peak memory of the module, its ratio to the floor, the output sizes,
 the anomalies found against those planted (false = found, not planted; missed = planted, not found),
 and per shape the CPU growth per doubling (linear: about 2).
+
+``--stages`` adds, per run, where the CPU goes: a third child runs the same steps one by one (imports,
+parse, each model stage, render, fabric.json) and prints the CPU of each; ``startup`` is the CPU of
+a process that imports the module and runs an empty AnsibleModule (what every run pays).
 Goal (issue 15): 8,192 x 8 on either shape in at most 4 s CPU and 400 MiB, within 5x of the floor.
 """
 import argparse
@@ -64,6 +68,55 @@ with open(sys.argv[1]) as handle:
 """
 
 
+# Where the CPU goes, step by step, in a child of its own (same code as the module, called directly).
+STAGES = r"""
+import json, os, sys, tempfile, time
+t0 = time.process_time()
+from ansible_collections.gpufleet.provision.plugins.module_utils import _fabric_outputs
+from ansible_collections.gpufleet.provision.plugins.module_utils._fabric import adapters, hosts, links, model, structure, verdicts
+from ansible_collections.gpufleet.provision.plugins.module_utils._ibnetdiscover import parse_file
+cpu = [("imports", time.process_time() - t0)]
+def step(name, func, *args):
+    t = time.process_time()
+    out = func(*args)
+    cpu.append((name, time.process_time() - t))
+    return out
+cap = step("parse", parse_file, sys.argv[1])
+m = model.Model()
+step("read_captures", adapters.read_captures, m, [cap])
+cap = None
+for func in (adapters.classify_adapters, adapters.add_lldp, structure.tiers, structure.nic_rails, structure.scalable_units,
+             structure.leaf_rails, structure.apply_plan, structure.index_sus, hosts.host_rails, hosts.su_checks):
+    step(func.__name__, func, m)
+groups = step("spine_groups", links.spine_groups, m)
+step("link_anomalies", links.link_anomalies, m, groups)
+for func in (hosts.not_in_fabric, hosts.node_facts):
+    step(func.__name__, func, m)
+step("ids+quarantine", lambda: (verdicts.sort_anomalies(m.anomalies), verdicts.assign_ids(m.anomalies), verdicts.quarantine(m)))
+step("blocks", verdicts.blocks, m)
+doc = step("document", verdicts.document, m)
+files, notes = step("render", _fabric_outputs.render, doc, ["green", "unknown"], [])
+with tempfile.NamedTemporaryFile() as tmp:
+    step("fabric.json", _fabric_outputs._stream_out, files["fabric.json"], tmp.name)
+print(json.dumps(cpu))
+"""
+
+STARTUP = r"""
+from ansible.module_utils.basic import AnsibleModule
+import ansible_collections.gpufleet.provision.plugins.modules.fabric_inventory
+AnsibleModule(argument_spec=dict(dest=dict(type="path"), ibnetdiscover=dict(type="list", elements="path"),
+                                 topology_statuses=dict(type="list", elements="str"))).exit_json(changed=False)
+"""
+
+
+def stages(path, args, env):
+    """CPU per step (the GC is paused during parse and model, as in the module), and the startup."""
+    out = measure([sys.executable, "-c", "import gc; gc.disable()\n" + STAGES, path], env)[0]
+    rows = json.loads(out)
+    rows.append(("startup", measure([sys.executable, "-c", STARTUP, args], env)[1]))
+    return rows
+
+
 def make_capture(nodes, rails, shape, path):
     """Write the capture in a child process (a fork of a big parent would inflate the peak RSS the
     module's process reports); -> the planted anomaly ids."""
@@ -93,7 +146,7 @@ def measure(argv, env=None):
     return b"".join(out_chunks), usage.ru_utime + usage.ru_stime, wall, usage.ru_maxrss / 1024.0
 
 
-def run_one(tmp, nodes, rails, shape):
+def run_one(tmp, nodes, rails, shape, with_stages=False):
     path = os.path.join(tmp, "%s-%d.out" % (shape, nodes))
     planted = make_capture(nodes, rails, shape, path)
     lines = sum(1 for _ in open(path))
@@ -109,6 +162,7 @@ def run_one(tmp, nodes, rails, shape):
         raise SystemExit("module failed: %s" % result.get("msg"))
     _, floor_cpu, floor_wall, _ = measure([sys.executable, "-c", FLOOR, path])
     found = json.loads(measure([sys.executable, "-c", IDS, os.path.join(dest, "fabric.json")])[0])
+    per_stage = stages(path, args, env) if with_stages else None
     false = sorted(set(found) - set(planted))
     missed = sorted(set(planted) - set(found))
     files = sum(len(f) for _, _, f in os.walk(dest))
@@ -116,7 +170,7 @@ def run_one(tmp, nodes, rails, shape):
            "floor_cpu": floor_cpu, "ratio": cpu / floor_cpu, "result_kib": len(out) / 1024.0,
            "json_mib": os.path.getsize(os.path.join(dest, "fabric.json")) / 1048576.0, "files": files,
            "planted": len(planted), "found": len(found), "false": false, "missed": missed,
-           "summary_lines": len(result["summary_text"].splitlines())}
+           "summary_lines": len(result["summary_text"].splitlines()), "stages": per_stage}
     os.remove(path)
     subprocess.run(["rm", "-rf", dest], check=True)
     return row
@@ -128,6 +182,7 @@ def main():
     parser.add_argument("--shapes", default="shared,plane")
     parser.add_argument("--rails", type=int, default=8)
     parser.add_argument("--json", help="also write the rows to this file")
+    parser.add_argument("--stages", action="store_true", help="also print the CPU of each step (parse, model stages, render)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     head = "%-6s %6s %8s %7s %7s %8s %8s %6s %8s %7s %5s %7s %s" % (
@@ -140,13 +195,17 @@ def main():
         for shape in args.shapes.split(","):
             prev = None
             for n in sizes:
-                r = run_one(tmp, n, args.rails, shape)
+                r = run_one(tmp, n, args.rails, shape, args.stages)
                 growth = (" cpu x%.2f" % (r["cpu"] / prev)) if prev else ""
                 prev = r["cpu"]
                 print("%-6s %6d %8d %7.2f %7.2f %8.0f %8.2f %6.1f %8.1f %7.1f %5d %7d %d/%d (%d, %d)%s" % (
                     shape, n, r["lines"], r["cpu"], r["wall"], r["rss"], r["floor_cpu"], r["ratio"], r["json_mib"],
                     r["result_kib"], r["files"], r["summary_lines"], r["found"], r["planted"], len(r["false"]),
                     len(r["missed"]), growth))
+                if r["stages"]:
+                    big = [(k, v) for k, v in r["stages"] if v >= 0.01]
+                    print("   stages (cpu s): " + ", ".join("%s %.2f" % kv for kv in big)
+                          + "; all steps %.2f" % sum(v for k, v in r["stages"] if k != "startup"))
                 for what in ("false", "missed"):
                     if r[what]:
                         print("   %s: %s%s" % (what, ", ".join(r[what][:5]), " ..." if len(r[what]) > 5 else ""))

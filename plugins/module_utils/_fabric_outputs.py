@@ -133,10 +133,24 @@ def labels(doc, host):
         out[LABEL_PREFIX + "segment"] = label_value(node["segments"][0])
     if node.get("quarantined_by"):
         out[LABEL_PREFIX + "quarantined-by"] = "-".join(node["quarantined_by"])
+    rail_keys, values = _rail_keys, _label_cache     # the same few keys and leaf names on every node
     for r in node["rails"]:
-        if r["rail"] is not None:
-            out[LABEL_PREFIX + "rail%s-leaf" % r["rail"]] = label_value(r["leaf"])
+        rail = r["rail"]
+        if rail is not None:
+            value = values.get(r["leaf"])
+            out[rail_keys.get(rail) or _rail_key(rail)] = value if value is not None else label_value(r["leaf"])
     return dict((k, v) for k, v in sorted(out.items()) if v != "")
+
+
+_rail_keys = {}
+
+
+def _rail_key(rail):
+    """The label key of a rail's leaf (the same few keys on every node: made once)."""
+    key = _rail_keys.get(rail)
+    if key is None:
+        key = _rail_keys[rail] = LABEL_PREFIX + "rail%s-leaf" % rail
+    return key
 
 
 def annotations(doc, host):
@@ -187,14 +201,34 @@ def nccl_ib_hca(doc, host):
     """The NCCL_IB_HCA value of a host (``=mlx5_0:1,...``), or (None, reason)."""
     node = doc["nodes"][host]
     devices = []
-    for r in sorted(node["rails"], key=lambda x: (x["rail"] if x["rail"] is not None else 999)):
-        dev = r["device"] or (r["hca"] if _RDMA_NAME_RE.match(r["hca"] or "") else None)
+    known = _rdma_names
+    for r in sorted(node["rails"], key=_rail_order):
+        hca = r["hca"]
+        rdma = known.get(hca)
+        dev = r["device"] or (hca if (rdma if rdma is not None else _rdma_name(hca)) else None)
         if dev is None:
             return None, ("%s: adapter %s has no RDMA device name (give node facts for this host)" % (host, r["hca"]))
         devices.append("%s:1" % dev)
     if not devices:
         return None, "%s: no rail NIC in the fabric" % host
     return "=" + ",".join(devices), None
+
+
+def _rail_order(r):
+    return r["rail"] if r["rail"] is not None else 999
+
+
+_rdma_names = {}
+
+
+def _rdma_name(hca):
+    """Whether an adapter name is an RDMA device name (mlx5_0); the same few names on every node."""
+    known = _rdma_names.get(hca)
+    if known is None:
+        known = bool(_RDMA_NAME_RE.match(hca or ""))
+        if len(_rdma_names) < 10000:
+            _rdma_names[hca] = known
+    return known
 
 
 def nccl_all(doc):
@@ -281,26 +315,21 @@ class JsonStream(object):
 
     def chunks(self):
         dumps = json.dumps
+        batch = self.BATCH
         yield "{"
         for i, (key, value) in enumerate(self.doc.items()):
             yield ("," if i else "") + dumps(key) + ":"
-            if key in self.ITEMIZED and isinstance(value, dict):
-                items = [dumps(k) + ":" + dumps(v, separators=(",", ":")) for k, v in value.items()]
-                open_, close = "{", "}"
-            elif key in self.ITEMIZED and isinstance(value, list):
-                items = None
-                open_, close = "[", "]"
-            else:
+            if key not in self.ITEMIZED or not isinstance(value, (dict, list)):
                 yield dumps(value, separators=(",", ":"))
                 continue
-            yield open_
-            if items is None:
-                for start in range(0, len(value), self.BATCH):
-                    yield ("," if start else "") + ",".join(dumps(v, separators=(",", ":")) for v in value[start:start + self.BATCH])
-            else:
-                for start in range(0, len(items), self.BATCH):
-                    yield ("," if start else "") + ",".join(items[start:start + self.BATCH])
-            yield close
+            # BATCH items per encoder call, the brackets of each batch cut off: the text is the same
+            # as one call over the whole value, never held whole
+            items = list(value.items()) if isinstance(value, dict) else value
+            make = dict if isinstance(value, dict) else list
+            yield "{" if make is dict else "["
+            for start in range(0, len(items), batch):
+                yield ("," if start else "") + dumps(make(items[start:start + batch]), separators=(",", ":"))[1:-1]
+            yield "}" if make is dict else "]"
         yield "}\n"
 
     def text(self):

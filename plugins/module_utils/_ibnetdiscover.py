@@ -41,9 +41,21 @@ _PORT_HEAD = r'^\[(\d+)\](?:\([0-9a-fA-F]+\))?\s+"([SHR])-([0-9a-fA-F]+)"\[(\d+)
 _PORT_TAIL = r'"([^"]*)"\s*(.*?)(?:\blid\s+\d+\s+(\d+)x([A-Z0-9]+))?\s*)?$'
 _SW_PORT_RE = re.compile(_PORT_HEAD + r'\s*(?:#\s*' + _PORT_TAIL)
 _CA_PORT_RE = re.compile(_PORT_HEAD + r'\s*(?:#\s*(?:lid\s+\d+\s+lmc\s+\d+\s+)?' + _PORT_TAIL)
+# The common form, the description followed by the rate and nothing else: a quarter of the cost of
+# the general patterns above (whose lazy tail tries every position), and the same groups where it
+# matches ("lid" occurs once in "lid N WxS"). Any other line is read by the general pattern.
+_RATE_END = r'"[^"]*"\s*lid\s+\d+\s+(\d+)x([A-Z0-9]+)\s*$'
+_SW_PORT_FAST = re.compile(_PORT_HEAD + r'\s*#\s*' + _RATE_END)
+_CA_PORT_FAST = re.compile(_PORT_HEAD + r'\s*#\s*(?:lid\s+\d+\s+lmc\s+\d+\s+)?' + _RATE_END)
 _NODE_TAIL_LID_RE = re.compile(r'\blid\s+(\d+)')
 _HEX16 = frozenset("0123456789abcdef")
 _HEADER_KEYS = frozenset(("vendid", "devid", "sysimgguid", "switchguid", "caguid", "rtguid"))
+_REPEATED_KEYS = frozenset(("vendid", "devid"))
+_NODE_FIRST = frozenset("SCR")
+# A line starting with one of these (or empty) is stripped before it is read; any other line is
+# read as it comes (the patterns allow the trailing blanks and newline that strip() would remove).
+_STRIP_FIRST = frozenset([""] + list("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000")
+                         + [chr(c) for c in range(0x2000, 0x200b)])   # every character str.isspace() knows
 
 KIND_BY_PREFIX = {"S": "switch", "H": "ca", "R": "router"}
 KIND_BY_WORD = {"Switch": "switch", "Ca": "ca", "Rt": "router"}
@@ -99,6 +111,55 @@ def _guid(text):
     return normalize_guid(text)
 
 
+def _node(nm, lineno, header, source, warn):
+    """A matched node line -> its record (``_seen_ports`` is the set its port lines fill)."""
+    word, nports, prefix, guid, desc, tail = nm.groups()
+    kind = KIND_BY_WORD[word]
+    guid = _guid(guid)
+    if KIND_BY_PREFIX[prefix] != kind:
+        warn(lineno, "%s line with a %s- id %s" % (word, prefix, guid))
+    if desc is None:
+        warn(lineno, "%s %s has no description" % (word, guid))
+        desc = ""
+    lm = _NODE_TAIL_LID_RE.search(tail) if tail else None
+    sysimg = header.get("sysimgguid", "")
+    return {
+        "guid": guid, "kind": kind, "nports": int(nports), "desc": desc, "lid": int(lm.group(1)) if lm else None,
+        "line": lineno, "source": source, "vendid": header.get("vendid"), "devid": header.get("devid"),
+        "sysimgguid": _guid(sysimg[2:]) if sysimg.startswith("0x") else None,
+        "_seen_ports": set(),
+    }
+
+
+def _number(numbers, text):
+    """int(text), remembered in ``numbers`` (a capture has a few thousand distinct port numbers)."""
+    value = numbers[text] = int(text)
+    return value
+
+
+def _port_warnings(warn, lineno, cur_guid, cur_nports, port, seen_ports, width, speed):
+    """The warnings a port line can give about itself (called only when one applies)."""
+    if width is None:
+        warn(lineno, "no width/speed on port %d of %s" % (port, cur_guid))
+    elif speed not in SPEED_GBPS:
+        warn(lineno, "unknown link speed %r on port %d of %s" % (speed, port, cur_guid))
+    if cur_nports and port > cur_nports:
+        warn(lineno, "port %d above the %d ports declared by %s" % (port, cur_nports, cur_guid))
+    if port in seen_ports:
+        warn(lineno, "port %d of %s listed twice" % (port, cur_guid))
+
+
+def _second_end(warn, lineno, existing, cur_guid, port, peer, peer_port, width, speed):
+    """A link listed again: from its other end (it is confirmed), or again from the same end."""
+    if existing["a"] == cur_guid and existing["a_port"] == port:
+        warn(lineno, "link %s[%d] <-> %s[%d] listed twice from the same end" % (cur_guid, port, peer, peer_port))
+        return
+    existing["confirmed"] = True
+    if width != existing["width"] or speed != existing["speed"]:
+        warn(lineno, "the two ends of %s[%d] <-> %s[%d] disagree on width/speed (%sx%s vs %sx%s)"
+             % (cur_guid, port, peer, peer_port, width, speed, existing["width"], existing["speed"]))
+
+
 def _parse(lines, source):
     """Parse one capture.
 
@@ -110,63 +171,70 @@ def _parse(lines, source):
     node: {"guid", "kind": switch|ca|router, "nports", "desc", "lid", "line", "vendid", "devid", "sysimgguid"}
     link: {"a": guid, "a_port": int, "b": guid, "b_port": int, "width": int|None, "speed": str|None,
            "line": int, "confirmed": bool}  (a is the end whose block listed it first)
+
+    The loop is the hot path of the fabric module (every line of a fleet's capture): the common
+    lines are read inline, the rare cases (warnings, odd forms) in the helpers above.
     """
     nodes = {}
     links = {}
     warnings = []
-    n_total = n_blank = n_comment = n_header = n_node = n_port = n_unparsed = 0
+    n_total = n_blank = n_comment = n_header = n_node = n_unparsed = 0   # every other line is a port line
     header = {}
     current = None  # the node whose block we are in
-    cur_guid = port_match = None
+    cur_guid = port_match = port_fast = None
     cur_nports = 0
     seen_ports = set()
     sw_match = _SW_PORT_RE.match
     ca_match = _CA_PORT_RE.match
+    sw_fast = _SW_PORT_FAST.match
+    ca_fast = _CA_PORT_FAST.match
+    node_match = _NODE_RE.match
     speeds = SPEED_GBPS
-    hex16 = _HEX16.issuperset
+    strip_first = _STRIP_FIRST
+    seen_headers = {}
+    numbers = {}
+    node_first = _NODE_FIRST
+    header_keys = _HEADER_KEYS
+    repeated_keys = _REPEATED_KEYS
 
     def warn(lineno, msg):
         warnings.append("%s:%d: %s" % (source, lineno, msg))
 
-    for raw in lines:
+    for line in lines:
         n_total += 1
-        line = raw.strip()
-        if not line:
-            n_blank += 1
-            if current is not None or header:
+        first = line[:1]
+        if first in strip_first:
+            line = line.strip()
+            if not line:
+                n_blank += 1
                 current = None
                 header = {}
-            continue
-        first = line[0]
+                continue
+            first = line[0]
         if first == "[":
-            if current is None:
-                n_unparsed += 1
-                warn(n_total, "port line outside a Switch/Ca block: %r" % line[:120])
-                continue
-            m = port_match(line)
-            if m is None:
-                n_unparsed += 1
-                warn(n_total, "garbled port line in block of %s: %r" % (cur_guid, line[:120]))
-                continue
-            n_port += 1
-            # groups: port, peer kind letter, peer GUID, peer port, peer description, rest, width, speed
-            fields = m.groups()
-            port = int(fields[0])
-            peer = fields[2]
-            if len(peer) != 16 or not hex16(peer):
-                peer = normalize_guid(peer)
-            peer_port = int(fields[3])
-            width, speed = fields[6], fields[7]
-            if width is not None:
-                width = int(width)
-                if speed not in speeds:
-                    warn(n_total, "unknown link speed %r on port %d of %s" % (speed, port, cur_guid))
+            m = port_fast(line) if current is not None else None
+            if m is not None:
+                port, peer, peer_port, width, speed = m.group(1, 3, 4, 5, 6)
+                # port numbers and widths repeat on every switch: their ints are looked up
+                port = numbers.get(port) or _number(numbers, port)
+                peer_port = numbers.get(peer_port) or _number(numbers, peer_port)
+                width = numbers.get(width) or _number(numbers, width)
+                if speed not in speeds or port in seen_ports or (cur_nports and port > cur_nports):
+                    _port_warnings(warn, n_total, cur_guid, cur_nports, port, seen_ports, width, speed)
             else:
-                warn(n_total, "no width/speed on port %d of %s" % (port, cur_guid))
-            if cur_nports and port > cur_nports:
-                warn(n_total, "port %d above the %d ports declared by %s" % (port, cur_nports, cur_guid))
-            if port in seen_ports:
-                warn(n_total, "port %d of %s listed twice" % (port, cur_guid))
+                m = port_match(line) if current is not None else None
+                if m is None:
+                    n_unparsed += 1
+                    warn(n_total, ("garbled port line in block of %s: %r" % (cur_guid, line.strip()[:120]))
+                         if current is not None else "port line outside a Switch/Ca block: %r" % line.strip()[:120])
+                    continue
+                port, peer, peer_port, width, speed = m.group(1, 3, 4, 7, 8)
+                port, peer_port = int(port), int(peer_port)
+                width = int(width) if width is not None else None
+                if width is None or speed not in speeds or port in seen_ports or (cur_nports and port > cur_nports):
+                    _port_warnings(warn, n_total, cur_guid, cur_nports, port, seen_ports, width, speed)
+            if len(peer) != 16 or not peer.islower():
+                peer = normalize_guid(peer)     # upper case, short, or all digits (normalize_guid keeps those)
             seen_ports.add(port)
             if cur_guid < peer or (cur_guid == peer and port <= peer_port):
                 key = (cur_guid, port, peer, peer_port)
@@ -177,75 +245,64 @@ def _parse(lines, source):
                 links[key] = {"a": cur_guid, "a_port": port, "b": peer, "b_port": peer_port,
                               "width": width, "speed": speed, "line": n_total, "confirmed": False,
                               "source": source}
-            elif existing["a"] == cur_guid and existing["a_port"] == port:
-                warn(n_total, "link %s[%d] <-> %s[%d] listed twice from the same end" % (cur_guid, port, peer, peer_port))
+            elif existing["a"] == cur_guid or width != existing["width"] or speed != existing["speed"]:
+                _second_end(warn, n_total, existing, cur_guid, port, peer, peer_port, width, speed)
             else:
                 existing["confirmed"] = True
-                if width != existing["width"] or speed != existing["speed"]:
-                    warn(n_total, "the two ends of %s[%d] <-> %s[%d] disagree on width/speed (%sx%s vs %sx%s)"
-                         % (cur_guid, port, peer, peer_port, width, speed, existing["width"], existing["speed"]))
             continue
         if first == "#":
             n_comment += 1
             continue
-        eq = line.find("=")
-        if eq > 0:
-            # vendid=0x2c9 (key=value, no blank in the value): no regex for the four header lines of every block
-            key = line[:eq]
-            value = line[eq + 1:]
-            if key in _HEADER_KEYS and value and " " not in value and value.isprintable():
-                n_header += 1
-                if current is not None:
-                    # A header line after a node line: the blank separator line is missing.
-                    current = None
-                    header = {}
-                header[key] = value
-                continue
-        nm = _NODE_RE.match(line)
-        if nm:
-            n_node += 1
-            word, nports, prefix, guid, desc, tail = nm.groups()
-            kind = KIND_BY_WORD[word]
-            guid = _guid(guid)
-            nports = int(nports)
-            if KIND_BY_PREFIX[prefix] != kind:
-                warn(n_total, "%s line with a %s- id %s" % (word, prefix, guid))
-            if desc is None:
-                warn(n_total, "%s %s has no description" % (word, guid))
-                desc = ""
-            lm = _NODE_TAIL_LID_RE.search(tail) if tail else None
-            cur_guid, cur_nports, seen_ports = guid, nports, set()
-            port_match = sw_match if kind == "switch" else ca_match
-            if guid in nodes:
-                warn(n_total, "%s %s appears twice (first at line %d); keeping the first"
-                     % (word, guid, nodes[guid]["line"]))
-                current = {"guid": guid, "kind": kind, "_seen_ports": seen_ports, "_dup": True}
-                continue
-            sysimg = header.get("sysimgguid", "")
-            current = {
-                "guid": guid, "kind": kind, "nports": nports, "desc": desc, "lid": int(lm.group(1)) if lm else None,
-                "line": n_total, "source": source, "vendid": header.get("vendid"), "devid": header.get("devid"),
-                "sysimgguid": _guid(sysimg[2:]) if sysimg.startswith("0x") else None,
-                "_seen_ports": seen_ports,
-            }
-            nodes[guid] = current
+        # header keys are lower case: a line starting with a capital is no header (Switch, Ca, Rt)
+        kv = seen_headers.get(line) if first not in node_first else False
+        if kv is None:
+            # vendid=0x2c9 (a known key, a value without blanks): no regex for the header lines of every block
+            key, eq, value = line.partition("=")
+            kv = False
+            if eq and key in header_keys:
+                value = value.rstrip()
+                if value and " " not in value and value.isprintable():
+                    kv = (key, value)
+                    if key in repeated_keys:
+                        seen_headers[line] = kv    # the same few lines in every block
+        if kv:
+            n_header += 1
+            if current is not None:
+                # A header line after a node line: the blank separator line is missing.
+                current = None
+                header = {}
+            header[kv[0]] = kv[1]
             continue
-        n_unparsed += 1
-        warn(n_total, "unrecognised line: %r" % line[:120])
+        nm = node_match(line)
+        if nm is None:
+            n_unparsed += 1
+            warn(n_total, "unrecognised line: %r" % line.strip()[:120])
+            continue
+        n_node += 1
+        current = _node(nm, n_total, header, source, warn)
+        guid = current["guid"]
+        cur_guid, cur_nports, seen_ports = guid, current["nports"], current["_seen_ports"]
+        port_match, port_fast = (sw_match, sw_fast) if current["kind"] == "switch" else (ca_match, ca_fast)
+        if guid in nodes:
+            warn(n_total, "%s %s appears twice (first at line %d); keeping the first"
+                 % (nm.group(1), guid, nodes[guid]["line"]))
+            continue
+        nodes[guid] = current
 
     for node in nodes.values():
         if not node.pop("_seen_ports"):
             warnings.append("%s:%d: %s %s (%r) lists no connected port (truncated capture?)"
                             % (source, node["line"], "Switch" if node["kind"] == "switch" else "Ca",
                                node["guid"], node["desc"]))
-    known = set(nodes)
     for link in links.values():
-        for end in ("a", "b"):
-            if link[end] not in known:
-                warnings.append("%s:%d: link to %s which has no block of its own (truncated capture?)"
-                                % (source, link["line"], link[end]))
+        if link["a"] not in nodes:
+            warnings.append("%s:%d: link to %s which has no block of its own (truncated capture?)"
+                            % (source, link["line"], link["a"]))
+        if link["b"] not in nodes:
+            warnings.append("%s:%d: link to %s which has no block of its own (truncated capture?)"
+                            % (source, link["line"], link["b"]))
     counts = {"total": n_total, "blank": n_blank, "comment": n_comment, "header": n_header, "node": n_node,
-              "port": n_port, "unparsed": n_unparsed}
+              "port": n_total - n_blank - n_comment - n_header - n_node - n_unparsed, "unparsed": n_unparsed}
     return {"source": source, "nodes": nodes, "links": list(links.values()), "warnings": warnings, "lines": counts}
 
 

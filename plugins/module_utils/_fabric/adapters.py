@@ -57,17 +57,29 @@ def read_captures(m, captures):
                 name = "sw-" + guid
             m.switches[name] = _switch_record(name, guid, model, node["lid"], segment, node["nports"])
             m.sw_by_guid[guid] = name
-        linked = set()
+        linked = set()     # the adapters with a link (switches need not be counted)
+        sw_by_guid = m.sw_by_guid
         for link in cap["links"]:
-            linked.add(link["a"])
-            linked.add(link["b"])
             a, b = cap_nodes.get(link["a"]), cap_nodes.get(link["b"])
-            if a is not None and b is not None and a["kind"] == "switch" and b["kind"] == "ca":
-                # the common case, inline: a host adapter on a switch port
-                m.cas.append({"guid": b["guid"], "desc": b["desc"], "switch": m.sw_by_guid[a["guid"]],
+            if a is None or b is None:
+                linked.add(link["a"])
+                linked.add(link["b"])
+                continue
+            # the two common cases inline: a host adapter on a switch port, a switch-to-switch cable
+            kinds = (a["kind"], b["kind"])
+            if kinds == ("switch", "ca"):
+                linked.add(link["b"])
+                m.cas.append({"guid": b["guid"], "desc": b["desc"], "switch": sw_by_guid[a["guid"]],
                               "port": link["a_port"], "width": link["width"], "speed": link["speed"],
                               "segment": segment, "lid": b["lid"]})
+            elif kinds == ("switch", "switch"):
+                sa, sb = sw_by_guid[a["guid"]], sw_by_guid[b["guid"]]
+                m.isl[(sa, sb)] += 1
+                m.isl[(sb, sa)] += 1
+                m.isl_links.append((segment, sa, link["a_port"], sb, link["b_port"], link["width"], link["speed"]))
             else:
+                linked.add(link["a"])
+                linked.add(link["b"])
                 _attach(m, a, b, link, segment)
         for guid, node in cap_nodes.items():
             if node["kind"] == "ca" and guid not in linked:
@@ -149,9 +161,8 @@ def classify_adapters(m):
     hosts = m.hosts
     for ca in m.cas:
         desc = ca["desc"] or ""
-        where = "%s port %d" % (ca["switch"], ca["port"])
-        at = {"switch": ca["switch"], "port": ca["port"], "guid": ca["guid"], "segment": ca["segment"]}
         if "aggregation node" in desc.lower() and SHARP_RE.search(desc):
+            where, at = _where(ca)
             m.anomalies.append(anomaly(
                 "non_compute", "SHARP aggregation node %s on %s: not a compute node, left out of the inventory"
                 % (ca["guid"], where), severity="info", role="sharp", **at))
@@ -161,6 +172,8 @@ def classify_adapters(m):
         parts = desc.split()
         desc_host = parts[0] if parts and not unnamed else None
         suspicious = bool(desc_host) and desc_host.lower() in m.suspicious
+        if unnamed or suspicious:
+            where, at = _where(ca)
         if fact is not None:
             host, nic = fact[0], fact[1]
             hca = nic.get("name")
@@ -190,18 +203,20 @@ def classify_adapters(m):
             hca = parts[-1] if len(parts) > 1 else None
             if len(parts) > 2:
                 m.warnings.append("adapter %s on %s: description %r has more than two words; host %s, adapter %s"
-                                  % (ca["guid"], where, desc, host, hca))
+                                  % (ca["guid"], _where(ca)[0], desc, host, hca))
             host = short_to_host.get(host, host) if host not in m.nodes else host
             nic = facts_by_name.get((host, hca))
         if host not in non_compute:
             non_compute[host] = any(r.search(host) for r in m.non_compute_res)
         if non_compute[host]:
+            where, at = _where(ca)
             m.anomalies.append(anomaly(
                 "non_compute", "%s %s on %s is a management/UFM server, not a compute node; left out of the "
                 "inventory" % (host, hca, where), host=host, hca=hca, severity="info", role="ufm", **at))
             continue
         key = (host, hca)
         if key in desc_seen and desc_seen[key] != ca["guid"]:
+            where, at = _where(ca)
             m.anomalies.append(anomaly(
                 "duplicate_hostname", "%s %s appears on two adapters: %s and %s (on %s); two machines share a name"
                 % (host, hca, desc_seen[key], ca["guid"], where), host=host, hca=hca, **at))
@@ -217,6 +232,12 @@ def classify_adapters(m):
         h["nics"].append(rec)
         h["segments"].add(ca["segment"])
     m.cas = []   # every attachment is a NIC or an anomaly now
+
+
+def _where(ca):
+    """Where an adapter sits, for a message, and the fields of an anomaly about it."""
+    return ("%s port %d" % (ca["switch"], ca["port"]),
+            {"switch": ca["switch"], "port": ca["port"], "guid": ca["guid"], "segment": ca["segment"]})
 
 
 def parse_lldp(data, host):

@@ -38,7 +38,9 @@ def host_rails(m):
     nameless_on = Counter(a["switch"] for a in m.anomalies if a["kind"] in NAMELESS_KINDS and a["host"] is None)
     for host in sorted(m.hosts, key=natural_key):
         h = m.hosts[host]
-        host_su = vote(Counter(m.leaf_su[n["leaf"]] for n in h["nics"] if m.leaf_su.get(n["leaf"])))
+        sus = [m.leaf_su[n["leaf"]] for n in h["nics"] if m.leaf_su.get(n["leaf"])]
+        # the common host has every NIC in one SU: no vote to hold
+        host_su = sus[0] if sus and sus.count(sus[0]) == len(sus) else vote(Counter(sus))
         if host in m.plan_nodes:
             host_su = m.plan_nodes[host]["su"]
         rails = []

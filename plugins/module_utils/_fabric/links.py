@@ -123,14 +123,16 @@ def link_anomalies(m, group_of_spine):
 def _degraded_host_links(m):
     # Norm per segment: the most common rate among host links.
     host_rates = defaultdict(list)
+    gbps = link_gbps
     for h in m.hosts.values():
-        for n in h["nics"] + h["other"]:
-            host_rates[n["segment"]].append(link_gbps(n["width"], n["speed"]))
+        for nics in (h["nics"], h["other"]):
+            for n in nics:
+                host_rates[n["segment"]].append(gbps(n["width"], n["speed"]))
     host_norm = dict((seg, mode(rates)) for seg, rates in host_rates.items())
     for host, h in m.hosts.items():
         for n in h["nics"] + h["other"]:
             norm = host_norm.get(n["segment"])
-            rate = link_gbps(n["width"], n["speed"])
+            rate = gbps(n["width"], n["speed"])
             if norm is not None and rate is not None and rate < norm:
                 m.anomalies.append(anomaly(
                     "link_degraded", "%s %s on %s port %s runs at %sx%s (%g Gb/s), below the fabric's %g Gb/s"
@@ -140,12 +142,13 @@ def _degraded_host_links(m):
 
 def _degraded_switch_links(m):
     isl_rates = defaultdict(list)
+    gbps = link_gbps
     for link in m.isl_links:
-        isl_rates[link[0]].append(link_gbps(link[5], link[6]))
+        isl_rates[link[0]].append(gbps(link[5], link[6]))
     isl_norm = dict((seg, mode(rates)) for seg, rates in isl_rates.items())
     for (seg, sa, pa, sb, pb, width, speed) in m.isl_links:
         norm = isl_norm[seg]
-        rate = link_gbps(width, speed)
+        rate = gbps(width, speed)
         if norm is not None and rate is not None and rate < norm:
             if TIER_ORDER.get(m.switches[sa]["tier"], 9) > TIER_ORDER.get(m.switches[sb]["tier"], 9):
                 sa, pa, sb, pb = sb, pb, sa, pa  # name the lower switch first: leaf port -> spine port

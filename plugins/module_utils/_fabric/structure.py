@@ -17,12 +17,12 @@ from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.common 
 
 def tiers(m):
     """Stage 3: leaf = switch with adapters; spine = above leaves; core = above spines."""
-    for h in m.hosts.values():
-        for n in h["nics"] + h["other"]:
-            m.switches[n["leaf"]]["hosts"] += 1
     leaf_names = set(a["switch"] for a in m.anomalies
                      if a["kind"] in ("unnamed_hca", "suspicious_hostname") and a["switch"] in m.switches)
-    leaf_names.update(n["leaf"] for h in m.hosts.values() for n in h["nics"] + h["other"])
+    per_leaf = Counter(n["leaf"] for h in m.hosts.values() for nics in (h["nics"], h["other"]) for n in nics)
+    for leaf, count in per_leaf.items():
+        m.switches[leaf]["hosts"] += count
+    leaf_names.update(per_leaf)
     neighbours = defaultdict(set)
     for (sa, sb) in m.isl:
         neighbours[sa].add(sb)
@@ -46,8 +46,9 @@ def tiers(m):
         if sw["tier"] is None:
             sw["tier"] = "isolated"
             m.warnings.append("switch %s reaches no leaf in the capture" % sw["name"])
+    rank = dict((name, TIER_ORDER.get(sw["tier"], 9)) for name, sw in m.switches.items())
     for (sa, sb), count in m.isl.items():
-        ta, tb = TIER_ORDER.get(m.switches[sa]["tier"], 9), TIER_ORDER.get(m.switches[sb]["tier"], 9)
+        ta, tb = rank[sa], rank[sb]
         if tb > ta:
             m.switches[sa]["uplinks"][sb] = count
         elif tb < ta:
@@ -85,14 +86,17 @@ def nic_rails(m):
 def scalable_units(m):
     """Stage 5: leaves that share at least half of their hosts form one SU (union of such pairs)."""
     leaf_hosts = defaultdict(set)
-    pair_count = Counter()
+    leaf_sets = Counter()   # the hosts of an SU mostly share one set of leaves: count pairs once per set
     for host, h in m.hosts.items():
-        leaves = sorted(set(n["leaf"] for n in h["nics"]))
+        leaves = tuple(sorted(set(n["leaf"] for n in h["nics"])))
+        leaf_sets[leaves] += 1
         for leaf in leaves:
             leaf_hosts[leaf].add(host)
+    pair_count = Counter()
+    for leaves, hosts in leaf_sets.items():
         for i in range(len(leaves)):
             for j in range(i + 1, len(leaves)):
-                pair_count[(leaves[i], leaves[j])] += 1
+                pair_count[(leaves[i], leaves[j])] += hosts
     uf = UnionFind()
     for leaf in leaf_hosts:
         uf.find(leaf)

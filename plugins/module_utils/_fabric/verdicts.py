@@ -98,8 +98,9 @@ def blocks(m):
 
 def document(m):
     for sw in m.switches.values():
-        sw["uplinks"] = dict(sorted(sw["uplinks"].items(), key=lambda kv: natural_key(kv[0])))
-        sw["downlinks"] = dict(sorted(sw["downlinks"].items(), key=lambda kv: natural_key(kv[0])))
+        for side in ("uplinks", "downlinks"):
+            links = sw[side]
+            sw[side] = dict((k, links[k]) for k in sorted(links, key=natural_key))
     names_by_rail = defaultdict(set)
     for h in m.hosts.values():
         for n in h["nics"]:

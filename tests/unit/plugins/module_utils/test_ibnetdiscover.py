@@ -144,3 +144,38 @@ def test_any_shuffle_of_lines_never_raises_and_accounts_every_line(lines):
     counts = cap["lines"]
     assert sum(v for k, v in counts.items() if k != "total") == counts["total"]
     assert counts["unparsed"] <= len(cap["warnings"])
+
+
+# The common port line is read by a fast pattern, any other form by the general one: both must
+# give what the format says (expected rates written by hand).
+ODD_FORMS = [
+    ('[1]\t"H-0000000000002000"[1](0000000000002000) \t\t# "node01 mlx5_0" lid 2 4xNDR', (4, "NDR")),
+    ('[1]\t"H-0000000000002000"[1](0000000000002000) \t\t# "node01 mlx5_0" lid 2 4xNDR  \r', (4, "NDR")),
+    ('   [1]\t"H-0000000000002000"[1] # "node01 mlx5_0" lid 2 2xHDR', (2, "HDR")),
+    ('[1]\t"H-0000000000002000"[1] # "node01 mlx5_0"lid 2 4xNDR', (4, "NDR")),               # rate glued to the quote
+    ('[1]\t"H-0000000000002000"[1] # "node01 mlx5_0" up lid 2 1xSDR', (1, "SDR")),          # a word before the rate
+    ('[1]\t"H-0000000000002000"[1] # "node01 mlx5_0" lid 2 4xNDR (Active)', (None, None)),  # text after the rate
+    ('[1]\t"H-0000000000002000"[1] # "node01 mlx5_0" lid 2', (None, None)),
+    ('[1]\t"H-0000000000002000"[1]', (None, None)),
+    ('[1]\t"H-00000000000020AB"[1] # "node01 mlx5_0" lid 2 4xNDR', (4, "NDR")),
+]
+
+
+def test_port_line_forms_give_the_rate_the_format_says():
+    head = GOOD.split("\n[1]")[0]
+    for line, rate in ODD_FORMS:
+        cap = parse(head + "\n" + line + "\n", "odd.out")
+        assert cap["lines"]["port"] == 1 and cap["lines"]["unparsed"] == 0, line
+        (link,) = cap["links"]
+        assert (link["width"], link["speed"]) == rate, line
+        assert link["b"] in ("0000000000002000", "00000000000020ab"), line
+        assert any("no width/speed" in w for w in cap["warnings"]) == (rate == (None, None)), line
+
+
+def test_lines_starting_blank_are_all_stripped_first():
+    # the parser reads a line as it comes unless it starts with one of these: every character
+    # str.strip() would remove must be in the set, or a line starting with it would be misread
+    from ansible_collections.gpufleet.provision.plugins.module_utils._ibnetdiscover import _STRIP_FIRST
+    assert set(_STRIP_FIRST) == set(chr(c) for c in range(0x110000) if chr(c).isspace()) | {""}
+    cap = parse(GOOD.replace("[1]\t\"H-", "\u3000[1]\t\"H-"), "wide.out")
+    assert cap["warnings"] == [] and cap["lines"]["port"] == 4
