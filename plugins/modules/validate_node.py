@@ -138,7 +138,7 @@ options:
     description:
       - Add a green node to this inventory group, as M(ansible.builtin.group_by) would (the result
         carries RV(add_group), which Ansible's strategy applies). Saves the gate a task per node.
-      - Not applied when the task fails (O(fail_on_red) on a red node): a failed node leaves the play.
+      - Not applied when the task fails (O(fail_on_red) on a red node), as a failed node leaves the play.
     type: str
   quarantine_group:
     description:
