@@ -28,12 +28,13 @@ from ansible_collections.gpufleet.provision.plugins.module_utils._redfish import
 
 from ansible_collections.gpufleet.provision.plugins.module_utils import _bios_registry as registry_lib
 from ansible_collections.gpufleet.provision.plugins.module_utils import _bios_resolve as resolve_lib
+from ansible_collections.gpufleet.provision.plugins.module_utils import _bios_values
 
 # Re-exported for the module's argument spec and other callers.
 HINTS = resolve_lib.HINTS
-PORTABLE_SETTINGS = resolve_lib.PORTABLE_SETTINGS
-POWER_PROFILES = resolve_lib.POWER_PROFILES
-SNC_VALUES = resolve_lib.SNC_VALUES
+PORTABLE_SETTINGS = _bios_values.PORTABLE_SETTINGS
+POWER_PROFILES = _bios_values.POWER_PROFILES
+SNC_VALUES = _bios_values.SNC_VALUES
 
 # Vendor rules, for vendors known from the Manufacturer (or the registry's OwningEntity). Names
 # and values are in _bios_resolve.HINTS; a BMC of any other vendor is driven by its registry alone.

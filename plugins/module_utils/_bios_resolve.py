@@ -25,9 +25,6 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.gpufleet.provision.plugins.module_utils._bios_values import (  # noqa: F401 - re-exported
-    PORTABLE_SETTINGS, POWER_PROFILES, SNC_VALUES)
-
 # Known names per vendor: {setting: [(attribute, {portable value: raw value})]}. Hints only: the
 # attribute must exist in the registry and a hinted value must be one of its values, else the
 # value is picked by meaning. Sources: the real captures (verified) and vendor material.

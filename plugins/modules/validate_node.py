@@ -285,6 +285,7 @@ from ansible_collections.gpufleet.provision.plugins.module_utils import _profile
 from ansible_collections.gpufleet.provision.plugins.module_utils._facts import collect
 from ansible_collections.gpufleet.provision.plugins.module_utils._fs import Root
 
+
 def _node_name(fs, given):
     if given:
         return given

@@ -162,7 +162,7 @@ ODD_FORMS = [
 
 
 def test_port_line_forms_give_the_rate_the_format_says():
-    head = GOOD.split("\n[1]")[0]
+    head = GOOD.split("\n[1]", maxsplit=1)[0]
     for line, rate in ODD_FORMS:
         cap = parse(head + "\n" + line + "\n", "odd.out")
         assert cap["lines"]["port"] == 1 and cap["lines"]["unparsed"] == 0, line
