@@ -47,13 +47,16 @@ class ActionModule(ActionBase):
             result["report_files"] = self._sink(report, node_result.get("facts"), own)
         except (OSError, RuntimeError) as exc:
             return dict(result, failed=True, msg="validate_node on %s: reports not stored: %s" % (report.get("node"), exc))
-        result["changed"] = any(v in ("written", "would write") for v in result["report_files"].values())
+        result["reports_changed"] = any(v in ("written", "would write") for v in result["report_files"].values())
+        result["changed"] = result["reports_changed"]
         if own["return_report"]:
             result["report"], result["facts"] = report, node_result.get("facts")
         group = own["ready_group"] if result["status"] == "pass" else own["quarantine_group"]
         if group:
             # the key ansible.builtin.group_by returns: the strategy adds the node to the group when
-            # it reads an ok result, which saves the gate a task (a forked worker) per node
+            # it reads an ok result, which saves the gate a task (a forked worker) per node. It also
+            # sets changed to "the group gained the node" (true in every fresh run), so a task that
+            # wants changed to mean "a report was written" says changed_when: <result>.reports_changed
             result["add_group"], result["parent_groups"] = group.replace(" ", "-"), ["all"]
         if own["fail_on_red"] and result["red"]:
             result["failed"] = True

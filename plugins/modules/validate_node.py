@@ -139,6 +139,9 @@ options:
       - Add a green node to this inventory group, as M(ansible.builtin.group_by) would (the result
         carries RV(add_group), which Ansible's strategy applies). Saves the gate a task per node.
       - Not applied when the task fails (O(fail_on_red) on a red node), as a failed node leaves the play.
+      - Ansible then reports the task C(changed) when the group gains the node, in every fresh run (as
+        for M(ansible.builtin.group_by)); add C(changed_when) on RV(reports_changed) to keep the
+        meaning "a report file was written".
     type: str
   quarantine_group:
     description:
@@ -181,6 +184,8 @@ EXAMPLES = r"""
     report_dir: /srv/gpufleet/reports
     ready_group: gpufleet_ready
     quarantine_group: gpufleet_quarantine
+  register: gate
+  changed_when: gate.reports_changed
 
 - name: Evaluate a captured tree with recorded inputs (no host state read)
   gpufleet.provision.validate_node:
@@ -258,6 +263,11 @@ report_files:
   returned: when O(report_dir) or O(report_url) is set
   type: dict
   sample: {/srv/reports/node001.json: written, /srv/reports/node001.prom: unchanged}
+reports_changed:
+  description: Whether a report file was written (V(would write) in check mode); C(changed) unless a group option is set.
+  returned: success
+  type: bool
+  sample: false
 add_group:
   description: The group the node joins (O(ready_group) or O(quarantine_group)), applied by Ansible as for M(ansible.builtin.group_by).
   returned: when the group option for the node's verdict is set

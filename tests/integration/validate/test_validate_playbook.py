@@ -145,6 +145,14 @@ def test_fleet_run_reports_every_node_then_fail_on_red(fleet):
         "required by profile, but no data: ofed_info -s output not collected (ofed_info -s: command absent or not executable"), dirty["ofed.version"]["reason"]
     stats = recap(proc.stdout)
     assert all(stats[h]["failed"] == 0 for h in ("gpu001", "gpu002", "gpu003", "vm001")), stats
+    assert all(stats[h]["changed"] == 1 for h in ("gpu001", "gpu002", "gpu003", "vm001")), stats   # the reports
+
+    # the same verdicts again: no report rewritten, nothing changed (joining the group is not a change)
+    proc = run(fleet)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    stats = recap(proc.stdout)
+    assert all(stats[h]["changed"] == 0 for h in ("gpu001", "gpu002", "gpu003", "vm001")), stats
+    assert json.loads(fleet["groups"].read_text()) == {"ready": ["gpu001"], "quarantine": ["gpu002", "gpu003", "vm001"]}
 
     proc = run(fleet, "-e", "validate_fail_on_red=true")
     assert proc.returncode == 2, proc.stdout[-3000:]
