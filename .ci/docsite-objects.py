@@ -9,6 +9,10 @@ LABELS = {
     # a module with an action plugin (validate_node) links to the action plugins page
     "action_plugins": ("plugins/action.html#action-plugins", "Action plugins"),
     "callback_plugins": ("plugins/callback.html#callback-plugins", "Callback plugins"),
+    # validate_node's group options say they work as ansible.builtin.group_by does
+    "ansible_collections.ansible.builtin.group_by_module": (
+        "collections/ansible/builtin/group_by_module.html#ansible-collections-ansible-builtin-group-by-module",
+        "ansible.builtin.group_by module - Create Ansible groups based on facts"),
     "common_return_values": ("reference_appendices/common_return_values.html#common-return-values", "Return Values"),
 }
 header = b"# Sphinx inventory version 2\n# Project: Ansible\n# Version: devel\n# The remainder of this file is compressed using zlib.\n"
