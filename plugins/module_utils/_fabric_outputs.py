@@ -133,12 +133,9 @@ def labels(doc, host):
         out[LABEL_PREFIX + "segment"] = label_value(node["segments"][0])
     if node.get("quarantined_by"):
         out[LABEL_PREFIX + "quarantined-by"] = "-".join(node["quarantined_by"])
-    rail_keys, values = _rail_keys, _label_cache     # the same few keys and leaf names on every node
     for r in node["rails"]:
-        rail = r["rail"]
-        if rail is not None:
-            value = values.get(r["leaf"])
-            out[rail_keys.get(rail) or _rail_key(rail)] = value if value is not None else label_value(r["leaf"])
+        if r["rail"] is not None:
+            out[_rail_key(r["rail"])] = label_value(r["leaf"])
     return dict((k, v) for k, v in sorted(out.items()) if v != "")
 
 
@@ -201,11 +198,8 @@ def nccl_ib_hca(doc, host):
     """The NCCL_IB_HCA value of a host (``=mlx5_0:1,...``), or (None, reason)."""
     node = doc["nodes"][host]
     devices = []
-    known = _rdma_names
     for r in sorted(node["rails"], key=_rail_order):
-        hca = r["hca"]
-        rdma = known.get(hca)
-        dev = r["device"] or (hca if (rdma if rdma is not None else _rdma_name(hca)) else None)
+        dev = r["device"] or (r["hca"] if _rdma_name(r["hca"]) else None)
         if dev is None:
             return None, ("%s: adapter %s has no RDMA device name (give node facts for this host)" % (host, r["hca"]))
         devices.append("%s:1" % dev)

@@ -54,8 +54,7 @@ _REPEATED_KEYS = frozenset(("vendid", "devid"))
 _NODE_FIRST = frozenset("SCR")
 # A line starting with one of these (or empty) is stripped before it is read; any other line is
 # read as it comes (the patterns allow the trailing blanks and newline that strip() would remove).
-_STRIP_FIRST = frozenset([""] + list("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000")
-                         + [chr(c) for c in range(0x2000, 0x200b)])   # every character str.isspace() knows
+_STRIP_FIRST = frozenset([""] + [chr(c) for c in range(0x3001) if chr(c).isspace()])   # none above U+3000
 
 KIND_BY_PREFIX = {"S": "switch", "H": "ca", "R": "router"}
 KIND_BY_WORD = {"Switch": "switch", "Ca": "ca", "Rt": "router"}
