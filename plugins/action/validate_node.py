@@ -8,16 +8,27 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
 import time
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpufleet.provision.plugins.module_utils import _report
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate import probe_runs
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.options import ARGUMENT_SPEC, CONTROLLER_OPTIONS
 from ansible_collections.gpufleet.provision.plugins.plugin_utils import gate_reports
 
 MODULE = "gpufleet.provision.validate_node"
+# The shipped probe script, sent to the node in the module's arguments when an enabled probe runs it
+# (the collection's roles/validate/files, two folders above this plugin's).
+PROBE_SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                            "roles", "validate", "files", probe_runs.SCRIPT_NAME)
+
+
+def _read(path):
+    with open(path) as handle:
+        return handle.read()
 
 
 class ActionModule(ActionBase):
@@ -34,6 +45,11 @@ class ActionModule(ActionBase):
         if checked.error_messages:
             return dict(result, failed=True, msg="validate_node: %s" % "; ".join(checked.error_messages))
         own = checked.validated_parameters
+        if not args.get("probe_script") and probe_runs.wants_script(args.get("profile"), args.get("probes"), args.get("outputs")):
+            try:
+                args["probe_script"] = _read(PROBE_SCRIPT)
+            except OSError as exc:
+                return dict(result, failed=True, msg="validate_node: the probe script %s cannot be read: %s" % (PROBE_SCRIPT, exc))
         node_result = self._execute_module(module_name=MODULE, module_args=args, task_vars=task_vars)
         if node_result.get("failed") or "report" not in node_result:
             keep = ("failed", "msg", "unreachable", "rc", "stdout", "stderr", "module_stdout", "module_stderr", "exception")

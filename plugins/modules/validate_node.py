@@ -66,6 +66,40 @@ options:
         and its checks report no data with the timeout as the cause.
     type: int
     default: 60
+  probes:
+    description:
+      - The active probes' commands, probe name (C(nccl), C(h2d), C(p2p), C(gdr), C(dcgm)) to argv
+        list. A probe runs only when the profile enables it (C(probes.<name>.enabled)) and its
+        output is not in O(outputs), the first time a check reads its output, under O(probe_timeout).
+      - A probe without a command here (or with an empty list) runs the shipped probe script
+        (C(roles/validate/files/gpufleet_probe.py), see O(probe_script)) with O(probe_python); the
+        gdr probe passes it the node's GPU-NIC pairs from the fact tree.
+      - A probe that fails, cannot find its tool (the script exits 3, C(no data ...)) or times out
+        leaves its checks without data, the cause in their reason; an enabled probe's checks then fail.
+    type: dict
+    default: {}
+  probe_script:
+    description:
+      - The text of the probe script that probes without a command run, written to the module's
+        temporary folder on the node for the run and removed with it.
+      - The action plugin sets it from the collection's C(roles/validate/files/gpufleet_probe.py)
+        when an enabled probe needs it; give it only to run another script.
+    type: str
+  probe_python:
+    description: The Python on the node that runs the probe script (standard library only, 3.6 or later).
+    type: str
+    default: python3
+  probe_dcgm_level:
+    description: DCGM diagnostics level of the dcgm probe (1 takes seconds, 2 about 2 minutes, 3 about 15).
+    type: int
+    default: 1
+    choices: [1, 2, 3, 4]
+  probe_timeout:
+    description:
+      - Seconds one probe may run (coreutils C(timeout)) before it is stopped; its checks then
+        report no data with the timeout as the cause.
+    type: int
+    default: 1800
   packages:
     description:
       - Recorded installed packages as C(ansible.builtin.package_facts) returns them, instead of
@@ -81,7 +115,7 @@ options:
         C(ansible.builtin.command) result (rc 0 gives its stdout; otherwise its stderr or msg becomes
         the cause in the reason of the checks that need it). The names of O(commands), the
         per-device names, and the active probes' C(nccl_debug), C(h2d_bandwidth), C(p2p_bandwidth),
-        C(gdr_bandwidth) and C(dcgm_diag) (the validate role runs the probes).
+        C(gdr_bandwidth) and C(dcgm_diag) (a recorded probe output is not probed again, see O(probes)).
     type: dict
     default: {}
   output_errors:
@@ -290,6 +324,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate import collect as _collect
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate import gate
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate import probe_runs
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.options import ARGUMENT_SPEC, CONTROLLER_OPTIONS
 from ansible_collections.gpufleet.provision.plugins.module_utils import _profile
 from ansible_collections.gpufleet.provision.plugins.module_utils._facts import collect
@@ -345,7 +380,7 @@ def command_runner(module, timeout):
     command is rc 127 (collect.NOT_RUN), never a module failure."""
     wrapper = module.get_bin_path("timeout")
 
-    def run(argv):
+    def run(argv, timeout=timeout):
         if module.get_bin_path(argv[0]) is None and not os.path.isfile(argv[0]):
             return 127, "", "%s: command not found" % argv[0]
         cmd = [wrapper, "-k", "5", str(timeout)] + list(argv) if wrapper else list(argv)
@@ -353,13 +388,27 @@ def command_runner(module, timeout):
     return run
 
 
-def node_inputs(params, run, have, systemd):
+def write_probe_script(text, folder):
+    """The probe script the action sent, as a file in the module's temporary folder (removed with
+    it when the module exits); None when none was sent."""
+    if not text or not folder:
+        return None
+    path = os.path.join(folder, probe_runs.SCRIPT_NAME)
+    with open(path, "w") as handle:
+        handle.write(text)
+    return path
+
+
+def node_inputs(params, run, have, systemd, facts=None, script_path=None):
     """The inputs the checks read: recorded ones from ``params``, the rest collected lazily on the
-    node through ``run`` (collect.py)."""
+    node through ``run`` (collect.py), the enabled active probes among them (probe_runs.py)."""
     outputs, causes = split_outputs(params.get("outputs"), params.get("output_errors"))
     database = _collect.PackageDB(run, have)
+    probes = probe_runs.plan(params["profile"], params.get("probes"), facts, script_path,
+                             params.get("probe_python") or "python3", params.get("probe_dcgm_level") or 1,
+                             params.get("probe_timeout") or 1800, recorded=outputs)
     lazy = _collect.Outputs(run, params.get("commands"), given=outputs, errors=causes,
-                            timeout=params.get("command_timeout") or 60,
+                            timeout=params.get("command_timeout") or 60, probes=probes,
                             builtin={"apt_mark_showhold": (["apt-mark", "showhold"], database.holds)})
     packages = params.get("packages")
     if packages is None:
@@ -372,15 +421,17 @@ def node_inputs(params, run, have, systemd):
     return lazy, packages, services
 
 
-def run(params, runner=None, have=None, systemd=None):
-    """Validate the profile, collect, evaluate. Returns the module result (raises ProfileError)."""
+def run(params, runner=None, have=None, systemd=None, tmpdir=None):
+    """Validate the profile, collect, evaluate. Returns the module result (raises ProfileError).
+    ``tmpdir``: where the probe script the action sent is written."""
     profile = _profile.validate(params["profile"], gate.CHECK_IDS)
     root = params.get("root") or "/"
     if not os.path.isdir(root):
         raise _profile.ProfileError("root %s: not a directory" % root)
     facts, warnings = collect(root)
     fs = Root(root)
-    outputs, packages, services = node_inputs(params, runner, have, systemd)
+    script = write_probe_script(params.get("probe_script"), tmpdir)
+    outputs, packages, services = node_inputs(params, runner, have, systemd, facts, script)
     inputs = gate.Inputs(facts, profile, packages=packages, services=services, outputs=outputs,
                          output_errors=outputs.errors, grub=gate.read_grub_sources(fs))
     try:
@@ -396,7 +447,8 @@ def main():
     params = dict((k, v) for k, v in module.params.items() if k not in CONTROLLER_OPTIONS)
     try:
         result = run(params, runner=command_runner(module, params["command_timeout"]),
-                     have=module.get_bin_path, systemd=os.path.isdir("/run/systemd/system"))
+                     have=module.get_bin_path, systemd=os.path.isdir("/run/systemd/system"),
+                     tmpdir=module.tmpdir if params.get("probe_script") else None)
     except _profile.ProfileError as exc:
         module.fail_json(msg=str(exc))
     for line in result.pop("warnings"):

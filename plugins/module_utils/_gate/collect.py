@@ -44,9 +44,10 @@ TIMED_OUT = 124
 NOT_RUN = (125, 126, 127)
 
 
-def describe_failure(argv, rc, stdout, stderr, timeout):
-    """The cause a check's reason carries for a command that gave no usable output."""
-    cmd = " ".join(argv)
+def describe_failure(argv, rc, stdout, stderr, timeout, label=None):
+    """The cause a check's reason carries for a command that gave no usable output (``label``
+    names it instead of its argv)."""
+    cmd = label or " ".join(argv)
     if rc == TIMED_OUT:
         return "%s: timed out after %s s" % (cmd, timeout)
     detail = (stderr or "").strip().splitlines() or (stdout or "").strip().splitlines()
@@ -76,10 +77,11 @@ class Outputs(_Lazy):
     """Command outputs by name, run on first read. ``given`` (recorded outputs) win; ``errors``
     (name -> cause) is filled for outputs that could not be collected, and may hold given causes."""
 
-    def __init__(self, run, commands=None, given=None, errors=None, timeout=60, builtin=None):
+    def __init__(self, run, commands=None, given=None, errors=None, timeout=60, builtin=None, probes=None):
         """``builtin``: output name -> (argv, provider) for outputs read without running their
         command while the table names exactly that command (apt-mark showhold from the dpkg status
-        already read); ``provider() -> (text, cause)``."""
+        already read); ``provider() -> (text, cause)``. ``probes``: output name -> (argv, timeout,
+        label), the active probes (probe_runs.plan), each run under its own timeout."""
         self._run = run
         self._commands = dict(COMMANDS if commands is None else commands)
         self._given = dict(given or {})
@@ -88,6 +90,7 @@ class Outputs(_Lazy):
         self._done = {}
         self.ran = {}   # what was run: name -> "ok" or the cause (the module's ``collected``)
         self._builtin = builtin or {}
+        self._probes = dict(probes or {})
 
     def argv(self, name):
         """The command behind an output name, or None for a name the table does not have."""
@@ -111,6 +114,9 @@ class Outputs(_Lazy):
     def _collect(self, name):
         if name in self.errors:       # a cause given by the caller: not run again
             return None
+        if name in self._probes:
+            argv, timeout, label = self._probes[name]
+            return self._ran(name, self._run(argv, timeout=timeout), argv, timeout, label)
         argv = self.argv(name)
         if argv is None:
             return None
@@ -120,11 +126,14 @@ class Outputs(_Lazy):
             if text is not None:
                 self.ran[name] = "ok (read from the package database)"
                 return text
-        rc, stdout, stderr = self._run(argv)
+        return self._ran(name, self._run(argv), argv, self._timeout)
+
+    def _ran(self, name, answer, argv, timeout, label=None):
+        rc, stdout, stderr = answer
         if rc == 0:
             self.ran[name] = "ok"
             return stdout
-        self.errors[name] = describe_failure(argv, rc, stdout, stderr, self._timeout)
+        self.errors[name] = describe_failure(argv, rc, stdout, stderr, timeout, label)
         self.ran[name] = self.errors[name]
         return None
 

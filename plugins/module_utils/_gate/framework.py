@@ -65,7 +65,8 @@ class Inputs:
         self._packages = packages
         self.services = services
         self.outputs = outputs or {}
-        self.output_errors = output_errors or {}
+        # the same dict as the lazy outputs fill (an empty one would be replaced by "or {}")
+        self.output_errors = output_errors if output_errors is not None else {}
         self.grub = grub
         self.problems = self.facts.get("problems") or []
         self._parsed = {}

@@ -2,7 +2,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Active probes of the gpufleet gate, run on a GPU node by the validate role (tasks/probes.yml).
+"""Active probes of the gpufleet gate, run on a GPU node by validate_node (sent in its arguments).
 
     gpufleet_probe.py h2d  [--size-mib 1024] [--copies 30] [--runs 3]
     gpufleet_probe.py p2p

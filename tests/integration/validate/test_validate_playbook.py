@@ -184,7 +184,7 @@ def test_enabled_probe_on_a_node_without_its_tools_fails_its_check_with_the_caus
     assert "gpu001 QUARANTINE (profile hgx-h100): transport.nccl, nccl.allreduce_bandwidth [" in summaries(proc.stdout)["gpu001"]
     # The shipped probe script ran on this machine, which has no nccl-tests: no data, naming why.
     assert ("transport.nccl FAIL: required by profile, but no data: NCCL_DEBUG=INFO test run output not collected "
-            "(nccl_debug: rc=3, no data: nccl-tests (all_reduce_perf) is not on this node") in proc.stdout
+            "(gpufleet_probe.py nccl: rc=3, no data: nccl-tests (all_reduce_perf) is not on this node") in proc.stdout
 
 
 def test_bad_profile_stops_with_the_key_named(fleet, tmp_path):

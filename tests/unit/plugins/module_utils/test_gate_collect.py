@@ -9,8 +9,8 @@ class Runner:
     def __init__(self, answers):
         self.answers, self.calls = answers, []
 
-    def __call__(self, argv):
-        self.calls.append(list(argv))
+    def __call__(self, argv, timeout=None):
+        self.calls.append(list(argv) if timeout is None else (list(argv), timeout))
         return self.answers.get(argv[0], (127, "", "%s: command not found" % argv[0]))
 
 
@@ -66,6 +66,17 @@ def test_outputs_run_on_first_read_once_and_keep_the_cause():
                          ["mlxconfig", "-e", "-d", "0000:17:00.0", "q", "ATS_ENABLED"]]
     assert outputs.ran == {"nvidia_smi_q": "ok", "ofed_info": "ofed_info -s: timed out after 7 s",
                            "modinfo_mlx5_core": outputs.errors["modinfo_mlx5_core"], "mlxconfig_0000:17:00.0": "ok"}
+
+
+def test_probes_run_under_their_own_timeout_and_are_named_by_their_label():
+    run = Runner({"python3": (3, "", "no data: nccl-tests (all_reduce_perf) is not on this node\n"), "h2d": (124, "", "")})
+    outputs = collect.Outputs(run, timeout=60, probes={
+        "nccl_debug": (["python3", "/tmp/m/gpufleet_probe.py", "nccl"], 1800, "gpufleet_probe.py nccl"),
+        "h2d_bandwidth": (["h2d", "--all"], 30, "h2d --all")})
+    assert outputs.get("nccl_debug") is None and outputs.get("h2d_bandwidth") is None
+    assert run.calls == [(["python3", "/tmp/m/gpufleet_probe.py", "nccl"], 1800), (["h2d", "--all"], 30)]
+    assert outputs.errors == {"nccl_debug": "gpufleet_probe.py nccl: rc=3, no data: nccl-tests (all_reduce_perf) is not on this node",
+                              "h2d_bandwidth": "h2d --all: timed out after 30 s"}
 
 
 def test_an_empty_table_or_a_given_cause_runs_nothing():

@@ -98,10 +98,13 @@ def test_required_skip_is_red(adhoc, unpacked_tree):
 def test_a_command_that_hangs_is_stopped_and_named(adhoc, unpacked_tree):
     args = dict(NOTHING, root=unpacked_tree("hgx-h100-ref"), profile=profile(), checks=["gpu.ecc", "gpu.nvlink"],
                 commands={"nvidia_smi_q": ["sleep", "30"], "nvidia_smi_nvlink": ["gpufleet-no-such-tool", "-s"]},
-                command_timeout=1)
+                command_timeout=1, return_report=True)
     rc, result = adhoc("validate_node", args)
     assert rc == 0, result
     assert result["collected"]["nvidia_smi_q"] == "sleep 30: timed out after 1 s"
+    # the cause reaches the check's reason (it did not while no other output had failed before)
+    reasons = dict((c["id"], c["reason"]) for c in result["report"]["checks"])
+    assert reasons["gpu.ecc"] == "no data: nvidia-smi -q output not collected (sleep 30: timed out after 1 s)", reasons
     assert result["collected"]["nvidia_smi_nvlink"].startswith("gpufleet-no-such-tool -s: command absent or not executable")
     assert result["checks"] == {"gpu.ecc": "skip", "gpu.nvlink": "skip"}
 
@@ -156,3 +159,56 @@ def test_bad_root_and_bad_report_dir_fail_clearly(adhoc, unpacked_tree, tmp_path
                                              node="n1", report_dir=str(tmp_path / "file")))
     assert rc != 0
     assert result["msg"] == "validate_node on n1: reports not stored: report_dir %s: exists and is not a folder" % (tmp_path / "file")
+
+
+# A stand-in for the shipped probe script, sent as probe_script: for gdr it prints what
+# ib_write_bw prints per rail, one section per --pair it was given (the pairs come from the node's
+# fact tree), so the check passes only when every rail NIC of the tree reached the script.
+GDR_SCRIPT = r'''
+import sys
+args = sys.argv[1:]
+assert args[0] == "gdr", args
+for index, pair in enumerate(a.split("=", 1)[1] for a in args[1:]):
+    nic, bdf = pair.split("=")
+    print("# gdr %s cuda %d (%s)" % (nic, index, bdf))
+    print(" #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]")
+    print(" 8388608    5000             392.45             392.40               0.005847")
+'''
+
+
+def probing(**enabled):
+    data = profile()
+    for name in enabled:
+        data["probes"][name]["enabled"] = True
+    return data
+
+
+def test_enabled_probes_run_in_the_same_call_each_under_its_timeout(adhoc, unpacked_tree):
+    checks = ["transport.nccl", "gpu.h2d_bandwidth", "ib.gdr_bandwidth", "gpu.p2p_bandwidth"]
+    args = dict(NOTHING, root=unpacked_tree("hgx-h100-ref"), profile=probing(nccl=1, h2d=1, gdr=1), checks=checks,
+                probes={"h2d": ["printf", "GPU 0000:18:00.0: 48.90 GB/s\nGPU 0000:2a:00.0: 31.20 GB/s\n"],
+                        "nccl": ["sleep", "30"], "p2p": ["gpufleet-never-run"]},
+                probe_timeout=1, probe_script=GDR_SCRIPT)
+    rc, result = adhoc("validate_node", args)
+    assert rc == 0, result
+    assert result["collected"] == {"h2d_bandwidth": "ok", "gdr_bandwidth": "ok", "nccl_debug": "sleep 30: timed out after 1 s"}
+    red = dict((c["id"], c) for c in result["red"])
+    # the command's output reached the check: two GPUs measured, one slow
+    assert red["gpu.h2d_bandwidth"]["reason"] == "2 of 8 GPUs measured; min 31.2 GB/s < 48.0 (GPUs 0000:2a:00.0); spread 17.70 GB/s > 1.1", red
+    assert red["transport.nccl"]["reason"].endswith("output not collected (sleep 30: timed out after 1 s)"), red
+    # every rail of the tree measured: the script got the node's GPU-NIC pairs
+    assert result["checks"]["ib.gdr_bandwidth"] == "pass", red
+    # p2p is not enabled: its command never ran, the check is not asked
+    assert result["checks"]["gpu.p2p_bandwidth"] == "skip"
+
+
+def test_the_shipped_probe_script_is_sent_and_a_recorded_output_is_not_probed(adhoc, unpacked_tree):
+    args = dict(NOTHING, root=unpacked_tree("hgx-h100-ref"), profile=probing(nccl=1, dcgm=1),
+                checks=["transport.nccl", "gpu.dcgm_diag"], outputs={"dcgm_diag": '{"DCGM GPU Diagnostic": {}}'})
+    rc, result = adhoc("validate_node", args)
+    assert rc == 0, result
+    # this machine has no nccl-tests: the shipped script (sent by the action) says so, exit 3
+    assert list(result["collected"]) == ["nccl_debug"], result["collected"]
+    assert result["collected"]["nccl_debug"].startswith(
+        "gpufleet_probe.py nccl: rc=3, no data: nccl-tests (all_reduce_perf) is not on this node"), result["collected"]
+    assert result["checks"]["transport.nccl"] == "fail"
