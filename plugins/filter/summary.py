@@ -192,6 +192,27 @@ def run_summary(hostvars, nodes, active=None, controller="localhost"):
     return {"lines": lines, "stats": stats}
 
 
+def gate_summary(results, details=True):
+    """The validate role's summary of a play: a count, the green nodes as one hostlist, then each
+    red node's line and (``details``) one line per red check with its reason and remedy. ``results``:
+    validate_node's results (the compact form); anything else in the list is left out."""
+    if not isinstance(results, (list, tuple)):
+        raise AnsibleFilterError("gate_summary: expected a list of validate_node results, got %s" % type(results).__name__)
+    reported = [r for r in results if isinstance(r, dict) and "summary" in r]
+    green = [r for r in reported if r.get("status") == "pass"]
+    red = [r for r in reported if r.get("status") != "pass"]
+    lines = ["%d node(s) evaluated: %d green, %d red" % (len(reported), len(green), len(red))]
+    if green:
+        lines.append("green: " + _hostlist([to_text(r.get("node")) for r in green]))
+    for result in red:
+        lines.append(to_text(result["summary"]))
+        if details:
+            # imported here: this file loads in every worker that resolves one of our filters
+            from ansible_collections.gpufleet.provision.plugins.module_utils._report import details as red_lines
+            lines.extend(red_lines({"checks": result.get("red") or []}))
+    return lines
+
+
 class FilterModule(object):
     def filters(self):
-        return {"run_summary": run_summary}
+        return {"run_summary": run_summary, "gate_summary": gate_summary}

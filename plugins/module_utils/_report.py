@@ -119,5 +119,4 @@ def compact(report):
         "checks": dict((c["id"], c["status"]) for c in checks),
         "red": red,
         "summary": summary(report),
-        "details": details(report),
     }

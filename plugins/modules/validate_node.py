@@ -281,12 +281,6 @@ summary:
   returned: success
   type: str
   sample: "node001 QUARANTINE (profile hgx-h100): kernel.cmdline [29 pass, 1 fail, 0 error, 2 skip]"
-details:
-  description: One line per failing or erroring check with its reason and remedy (empty for a green node).
-  returned: success
-  type: list
-  elements: str
-  sample: ["memory.thp FAIL: enabled is [always] -> fix: transparent_hugepage=never on the kernel command line (...)"]
 collected:
   description: The commands the evaluated checks made the node run, by output name, V(ok) or the cause.
   returned: success

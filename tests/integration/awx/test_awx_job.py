@@ -18,7 +18,7 @@ GATE_BYTES_PER_NODE = 60 * 1024
 # #16 (each verify returned the whole report, a package list and the fact tree); the roles' own
 # task results are most of what is left (docs/operator-guide.md, "Sizing AWX for a fleet").
 EVENT_BYTES_PER_NODE = 1100 * 1024
-# a red twin's verdict event carries every red check's reason and remedy (in red and in details)
+# a red twin's verdict event carries every red check's reason and remedy (once, in red)
 LARGEST_NODE_EVENT_BYTES = 16 * 1024
 
 

@@ -93,3 +93,21 @@ def test_anomalies_counted_from_the_list_when_there_is_no_summary():
 def test_nodes_must_be_a_list():
     with pytest.raises(AnsibleFilterError, match="nodes must be a list"):
         summary.run_summary({}, "gpu001")
+
+
+def test_gate_summary_counts_green_as_a_hostlist_and_details_red_checks():
+    results = [dict(report("pass"), node="gpu001", summary="gpu001 READY (profile hgx-h100): 40 pass"),
+               dict(report("pass"), node="gpu002", summary="gpu002 READY (profile hgx-h100): 40 pass"),
+               dict(report("fail", [("pcie.acs", "setpci ...")]), node="gpu003",
+                    summary="gpu003 QUARANTINE (profile hgx-h100): pcie.acs [39 pass, 1 fail]"),
+               {"failed": True, "msg": "unreachable before the gate"}]
+    assert summary.gate_summary(results) == [
+        "3 node(s) evaluated: 2 green, 1 red",
+        "green: gpu[001-002]",
+        "gpu003 QUARANTINE (profile hgx-h100): pcie.acs [39 pass, 1 fail]",
+        "pcie.acs FAIL: pcie.acs is wrong -> fix: setpci ...",
+    ]
+    assert summary.gate_summary(results, details=False)[-1] == "gpu003 QUARANTINE (profile hgx-h100): pcie.acs [39 pass, 1 fail]"
+    assert summary.gate_summary([]) == ["0 node(s) evaluated: 0 green, 0 red"]
+    with pytest.raises(AnsibleFilterError, match="gate_summary: expected a list of validate_node results, got str"):
+        summary.gate_summary("gpu001")

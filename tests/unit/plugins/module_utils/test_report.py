@@ -60,3 +60,14 @@ def test_details_name_reason_and_remedy_of_red_checks_only():
         "kernel.cmdline FAIL: hugepages=16 (proc/cmdline) has no hugepagesz= before it -> fix: fix <grub>",
         "pcie.acs ERROR: sys/bus/pci/devices/0000:17:00.0/config: short (unreadable) -> fix: r",
     ]
+
+
+def test_compact_result_carries_each_red_check_once_without_observed_values():
+    out = _report.compact(REPORT)
+    assert out["red"] == [
+        {"id": "kernel.cmdline", "status": "fail", "reason": "hugepages=16 (proc/cmdline) has no hugepagesz= before it",
+         "remedy": "fix <grub>"},
+        {"id": "pcie.acs", "status": "error", "reason": "sys/bus/pci/devices/0000:17:00.0/config: short (unreadable)", "remedy": "r"},
+    ]
+    assert sorted(out) == ["checks", "counts", "failed_checks", "node", "profile", "red", "status", "summary"]
+    assert out["checks"] == {"os.release": "pass", "kernel.cmdline": "fail", "pcie.acs": "error", "transport.nccl": "skip"}
