@@ -238,7 +238,8 @@ def test_block_reader_equals_line_reader_on_broken_captures(tmp_path):
 # Each branch of the block reader, by one edit of the small capture: (what, replaced, replacement)
 EDITS = [
     ("adapter port above its count", '[1](0000000000002000) \t"S', '[3](0000000000002000) \t"S'),
-    ("adapter port at an unknown speed", 'lid 1 4xNDR\n\nvendid=0x2c9\ndevid=0x1021\nsysimgguid=0x3000', 'lid 1 4xNDRX\n\nvendid=0x2c9\ndevid=0x1021\nsysimgguid=0x3000'),
+    ("adapter port at an unknown speed", 'lid 1 4xNDR\n\nvendid=0x2c9\ndevid=0x1021\nsysimgguid=0x3000',
+     'lid 1 4xNDRX\n\nvendid=0x2c9\ndevid=0x1021\nsysimgguid=0x3000'),
     ("switch port above its count", '[2]\t"H-0000000000003000"', '[66]\t"H-0000000000003000"'),
     ("switch port listed twice", '[2]\t"H-0000000000003000"', '[1]\t"H-0000000000003000"'),
     ("switch port at an unknown speed", '"node02 mlx5_0" lid 3 4xNDR', '"node02 mlx5_0" lid 3 4xQQR'),
