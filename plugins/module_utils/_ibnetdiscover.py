@@ -429,8 +429,10 @@ def _read_blocks(text, reader):
     pos = 0
     end = len(text)
     between = False             # the reader's state is stale: a block was read since it last read a line
+    misses = 0                  # blocks in a row that were not regular
     while pos < end:
         m = block_match(text, pos)
+        ports = seen = ()
         if m is not None:
             (vendid, devid, sysimg, nports, guid, desc, tail, ca_nports, ca_guid, ca_desc, ca_tail,
              port, peer, peer_port, width, speed, blank) = m.groups()
@@ -461,8 +463,10 @@ def _read_blocks(text, reader):
             else:
                 ports, seen = (), set()
         if m is None:
-            # not a regular block: the line reader reads up to the next line that may start one
-            nxt = text.find("\nvendid=", pos) + 1 or end
+            # not a regular block: the line reader reads up to the next line that may start one, or
+            # the rest of the piece after many in a row (a capture of another form: CRLF line ends...)
+            misses += 1
+            nxt = (text.find("\nvendid=", pos) + 1 or end) if misses < 32 else end
             if between:
                 reader.reset()
                 between = False
@@ -473,6 +477,7 @@ def _read_blocks(text, reader):
             continue
         pos = after
         between = True
+        misses = 0
         blocks += 1
         lineno += 5
         lm = lid_search(tail) if tail else None

@@ -190,7 +190,7 @@ MUTATION_BITS = ["\x00", '"', "\n", "\r", "\t", " ", "\u3000", "\x85", "#", "[",
 
 def _mutate(rng, text):
     lines = text.split("\n")
-    for _ in range(rng.randint(1, 5)):
+    for edit in range(rng.randint(1, 5)):
         op, i = rng.randrange(7), rng.randrange(len(lines))
         line = lines[i]
         j = rng.randrange(len(line) + 1)
@@ -267,6 +267,15 @@ def test_block_reader_equals_line_reader_on_each_edit(tmp_path):
         for size in (60, 4096):
             cap = _both_readers_agree(good.replace(old, new, 1), tmp_path, size)
         assert cap != _both_readers_agree(good, tmp_path, 4096), what
+
+
+def test_a_capture_of_another_form_is_read_by_lines_the_same(tmp_path):
+    # CRLF line ends: no block is regular; after many in a row the rest of a piece goes to the line
+    # reader at once, and the regular blocks after it are read the same
+    text = (GOOD + "\n").replace("\n", "\r\n") * 12 + GOOD
+    cap = _both_readers_agree(text, tmp_path, 1 << 22)
+    assert cap["lines"]["node"] == 39 and len(cap["links"]) == 2
+    assert _both_readers_agree(text, tmp_path, 500) == cap
 
 
 def test_block_reader_equals_line_reader_on_the_real_capture_broken(realdata, tmp_path):
