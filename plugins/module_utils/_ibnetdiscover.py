@@ -80,7 +80,7 @@ _BLOCK_RE = re.compile(
     + r'|caguid=0x[0-9a-f]+\nCa' + _NODE % "H"
     + r'(?:\[([0-9]+)\]\([0-9a-fA-F]+\)[ \t]+"[SHR]-([0-9a-f]{16})"\[([0-9]+)\][ \t]*#[ \t]*'
     r'lid[ \t]+[0-9]+[ \t]+lmc[ \t]+[0-9]+[ \t]+' + _RATE + r'|))(\n|)')
-CHUNK = 1 << 22     # characters read at a time (4 MiB of an ASCII capture)
+CHUNK = 1 << 20     # characters read at a time (1 MiB of an ASCII capture)
 
 KIND_BY_PREFIX = {"S": "switch", "H": "ca", "R": "router"}
 KIND_BY_WORD = {"Switch": "switch", "Ca": "ca", "Rt": "router"}
