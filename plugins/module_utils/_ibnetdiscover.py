@@ -56,6 +56,32 @@ _NODE_FIRST = frozenset("SCR")
 # read as it comes (the patterns allow the trailing blanks and newline that strip() would remove).
 _STRIP_FIRST = frozenset([""] + [chr(c) for c in range(0x3001) if chr(c).isspace()])   # none above U+3000
 
+# The regular blocks are read by the patterns below (``_read_blocks``), narrower than the line
+# reader's: blanks are spaces and tabs, node GUIDs 16 lower-case hex digits, the rate right after
+# the description. Optional parts are written "(?:X|)" (the regex engine's "?" on a group costs
+# more). A description is "[^"]*", which can run over a newline: a match is kept only when it holds
+# as many lines as it reads (the count of its newlines), so that each part stays on its line.
+_RATE = r'"[^"]*"[ \t]*lid[ \t]+[0-9]+[ \t]+([0-9]+)x([A-Z0-9]+)[ \t]*\n'
+_PEER = r'[ \t]+"[SHR]-([0-9a-f]{16})"\[([0-9]+)\](?:\([0-9a-fA-F]+\)|)[ \t]*#[ \t]*'
+# port lines -> (port, peer, peer port, width, speed): a switch's port has no port GUID of its own;
+# an adapter's has one, and may have "lid N lmc N" before the peer's description
+_SW_LINE_RE = re.compile(r'^\[([0-9]+)\]' + _PEER + _RATE, re.MULTILINE)
+_CA_LINE_RE = re.compile(r'^\[([0-9]+)\](?:\([0-9a-fA-F]+\)|)' + _PEER + r'(?:lid[ \t]+[0-9]+[ \t]+lmc[ \t]+[0-9]+[ \t]+|)' + _RATE,
+                         re.MULTILINE)
+# A block: the four header lines ibnetdiscover writes, the node line (port count, GUID, description,
+# the rest of the line), in an adapter's block its first port line as ibnetdiscover writes it (most
+# adapters have one port), then the blank line that ends the block, if it follows. The port lines
+# of a switch (or an adapter's other ports) are the lines up to the next blank line, each one match
+# of the port pattern: the block is regular when every one of them matched.
+_NODE = r'[ \t]+([0-9]+)[ \t]+"%s-([0-9a-f]{16})"[ \t]*#[ \t]*"([^"]*)"([^\n]*)\n'
+_BLOCK_RE = re.compile(
+    r'vendid=(0x[0-9a-f]+)\ndevid=(0x[0-9a-f]+)\nsysimgguid=0x([0-9a-f]+)\n'
+    r'(?:switchguid=0x[0-9a-f]+(?:\([0-9a-f]+\)|)\nSwitch' + _NODE % "S"
+    + r'|caguid=0x[0-9a-f]+\nCa' + _NODE % "H"
+    + r'(?:\[([0-9]+)\]\([0-9a-fA-F]+\)[ \t]+"[SHR]-([0-9a-f]{16})"\[([0-9]+)\][ \t]*#[ \t]*'
+    r'lid[ \t]+[0-9]+[ \t]+lmc[ \t]+[0-9]+[ \t]+' + _RATE + r'|))(\n|)')
+CHUNK = 1 << 20     # characters read at a time (1 MiB of an ASCII capture)
+
 KIND_BY_PREFIX = {"S": "switch", "H": "ca", "R": "router"}
 KIND_BY_WORD = {"Switch": "switch", "Ca": "ca", "Rt": "router"}
 
@@ -84,23 +110,70 @@ def normalize_guid(value):
 
 
 def parse(text, source="<text>"):
-    """Parse one capture given as text (see ``parse_lines``)."""
+    """Parse one capture given as text (see ``_LineReader.result`` for what it returns)."""
     if not isinstance(text, str):
         raise IbnetdiscoverParseError("%s: expected text, got %s" % (source, type(text).__name__))
-    return parse_lines(io.StringIO(text, newline="\n"), source)
+    return _paused(_read_chunks, (text,), source)
 
 
 def parse_lines(lines, source="<text>"):
-    """Parse one capture from an iterable of lines, one line at a time: the text is never held
-    whole (a file object streams). The cyclic garbage collector is paused meanwhile: no cycles are
-    made, and rescanning the growing node table would make the cost grow faster than the capture."""
+    """Parse one capture from an iterable of lines, every line by the line reader alone (the
+    reference the block reader is compared with: same result, slower)."""
+    return _paused(_read_lines, lines, source)
+
+
+def parse_file(path):
+    """Read and parse one file in chunks of whole blocks (the text is never held whole); undecodable
+    bytes are replaced (and then reported as garbled lines)."""
+    with io.open(path, "r", encoding="utf-8", errors="replace", newline="\n") as handle:
+        return _paused(_read_chunks, _chunks(handle), path)
+
+
+def _paused(func, data, source):
+    """func(data, source) with the cyclic garbage collector paused: no cycles are made, and
+    rescanning the growing node table would make the cost grow faster than the capture."""
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _parse(lines, source)
+        return func(data, source)
     finally:
         if enabled:
             gc.enable()
+
+
+def _chunks(handle, size=CHUNK):
+    """The text of a file in pieces of about ``size`` characters, each ending after a blank line
+    (so that blocks are whole) or, without one, after a newline; the last piece is what remains."""
+    rest = ""
+    while True:
+        data = handle.read(size)
+        if not data:
+            break
+        if rest:
+            data = rest + data
+        cut = data.rfind("\n\n") + 2
+        if cut < 2:
+            cut = data.rfind("\n") + 1
+        if cut < 1:
+            rest = data         # one line longer than size: read on until it ends
+            continue
+        yield data[:cut]
+        rest = data[cut:]
+    if rest:
+        yield rest
+
+
+def _read_lines(lines, source):
+    reader = _LineReader(source)
+    reader.feed(lines)
+    return reader.result()
+
+
+def _read_chunks(chunks, source):
+    reader = _LineReader(source)
+    for text in chunks:
+        _read_blocks(text, reader)
+    return reader.result()
 
 
 def _guid(text):
@@ -159,154 +232,304 @@ def _second_end(warn, lineno, existing, cur_guid, port, peer, peer_port, width, 
              % (cur_guid, port, peer, peer_port, width, speed, existing["width"], existing["speed"]))
 
 
-def _parse(lines, source):
-    """Parse one capture.
+class _LineReader:
+    """The capture's tables, and the reader of any line one at a time (exact on every form: each line
+    is accounted for or warned about with its number). ``_read_blocks`` reads the regular blocks
+    into the same tables and hands every other line to ``feed``."""
 
-    Returns a dict::
+    def __init__(self, source):
+        self.source = source
+        self.nodes = {}
+        self.links = {}
+        self.warnings = []
+        self.numbers = {}           # port numbers and widths repeat on every switch: their ints are looked up
+        self.seen_headers = {}
+        self.n_total = self.n_blank = self.n_comment = self.n_header = self.n_node = self.n_unparsed = 0
+        self.header = {}
+        self.current = None         # the node whose block we are in
+        self.cur_guid = self.port_match = self.port_fast = None
+        self.cur_nports = 0
+        self.seen_ports = set()
 
-        {"source": str, "nodes": {guid: node}, "links": [link], "warnings": [str],
-         "lines": {"total": n, "blank": n, "comment": n, "header": n, "node": n, "port": n, "unparsed": n}}
+    def warn(self, lineno, msg):
+        self.warnings.append("%s:%d: %s" % (self.source, lineno, msg))
 
-    node: {"guid", "kind": switch|ca|router, "nports", "desc", "lid", "line", "vendid", "devid", "sysimgguid"}
-    link: {"a": guid, "a_port": int, "b": guid, "b_port": int, "width": int|None, "speed": str|None,
-           "line": int, "confirmed": bool}  (a is the end whose block listed it first)
+    def reset(self):
+        """Between blocks (after a blank line)."""
+        self.current = None
+        self.header = {}
 
-    The loop is the hot path of the fabric module (every line of a fleet's capture): the common
-    lines are read inline, the rare cases (warnings, odd forms) in the helpers above.
-    """
-    nodes = {}
-    links = {}
-    warnings = []
-    n_total = n_blank = n_comment = n_header = n_node = n_unparsed = 0   # every other line is a port line
-    header = {}
-    current = None  # the node whose block we are in
-    cur_guid = port_match = port_fast = None
-    cur_nports = 0
-    seen_ports = set()
-    sw_match = _SW_PORT_RE.match
-    ca_match = _CA_PORT_RE.match
-    sw_fast = _SW_PORT_FAST.match
-    ca_fast = _CA_PORT_FAST.match
-    node_match = _NODE_RE.match
-    speeds = SPEED_GBPS
-    strip_first = _STRIP_FIRST
-    seen_headers = {}
-    numbers = {}
-    node_first = _NODE_FIRST
-    header_keys = _HEADER_KEYS
-    repeated_keys = _REPEATED_KEYS
+    def feed(self, lines):
+        """Read lines (each with its newline, or the last without) continuing from the state left by
+        the lines before them. The loop is the whole parser for irregular captures: the common lines
+        are read inline, the rare cases (warnings, odd forms) in the helpers above."""
+        nodes, links, warn, source = self.nodes, self.links, self.warn, self.source
+        n_total, n_blank, n_comment, n_header, n_node, n_unparsed = (
+            self.n_total, self.n_blank, self.n_comment, self.n_header, self.n_node, self.n_unparsed)
+        header, current, cur_guid, cur_nports, seen_ports = (
+            self.header, self.current, self.cur_guid, self.cur_nports, self.seen_ports)
+        port_match, port_fast = self.port_match, self.port_fast
+        sw_match = _SW_PORT_RE.match
+        ca_match = _CA_PORT_RE.match
+        sw_fast = _SW_PORT_FAST.match
+        ca_fast = _CA_PORT_FAST.match
+        node_match = _NODE_RE.match
+        speeds = SPEED_GBPS
+        strip_first = _STRIP_FIRST
+        seen_headers = self.seen_headers
+        numbers = self.numbers
+        node_first = _NODE_FIRST
+        header_keys = _HEADER_KEYS
+        repeated_keys = _REPEATED_KEYS
 
-    def warn(lineno, msg):
-        warnings.append("%s:%d: %s" % (source, lineno, msg))
-
-    for line in lines:
-        n_total += 1
-        first = line[:1]
-        if first in strip_first:
-            line = line.strip()
-            if not line:
-                n_blank += 1
-                current = None
-                header = {}
+        for line in lines:
+            n_total += 1
+            first = line[:1]
+            if first in strip_first:
+                line = line.strip()
+                if not line:
+                    n_blank += 1
+                    current = None
+                    header = {}
+                    continue
+                first = line[0]
+            if first == "[":
+                m = port_fast(line) if current is not None else None
+                if m is not None:
+                    port, peer, peer_port, width, speed = m.group(1, 3, 4, 5, 6)
+                    port = numbers.get(port) or _number(numbers, port)
+                    peer_port = numbers.get(peer_port) or _number(numbers, peer_port)
+                    width = numbers.get(width) or _number(numbers, width)
+                    if speed not in speeds or port in seen_ports or (cur_nports and port > cur_nports):
+                        _port_warnings(warn, n_total, cur_guid, cur_nports, port, seen_ports, width, speed)
+                else:
+                    m = port_match(line) if current is not None else None
+                    if m is None:
+                        n_unparsed += 1
+                        warn(n_total, ("garbled port line in block of %s: %r" % (cur_guid, line.strip()[:120]))
+                             if current is not None else "port line outside a Switch/Ca block: %r" % line.strip()[:120])
+                        continue
+                    port, peer, peer_port, width, speed = m.group(1, 3, 4, 7, 8)
+                    port, peer_port = int(port), int(peer_port)
+                    width = int(width) if width is not None else None
+                    if width is None or speed not in speeds or port in seen_ports or (cur_nports and port > cur_nports):
+                        _port_warnings(warn, n_total, cur_guid, cur_nports, port, seen_ports, width, speed)
+                if len(peer) != 16 or not peer.islower():
+                    peer = normalize_guid(peer)     # upper case, short, or all digits (normalize_guid keeps those)
+                seen_ports.add(port)
+                _add_link(links, warn, n_total, source, cur_guid, port, peer, peer_port, width, speed)
                 continue
-            first = line[0]
-        if first == "[":
-            m = port_fast(line) if current is not None else None
-            if m is not None:
-                port, peer, peer_port, width, speed = m.group(1, 3, 4, 5, 6)
-                # port numbers and widths repeat on every switch: their ints are looked up
+            if first == "#":
+                n_comment += 1
+                continue
+            # header keys are lower case: a line starting with a capital is no header (Switch, Ca, Rt)
+            kv = seen_headers.get(line) if first not in node_first else False
+            if kv is None:
+                # vendid=0x2c9 (a known key, a value without blanks): no regex for the header lines of every block
+                key, eq, value = line.partition("=")
+                kv = False
+                if eq and key in header_keys:
+                    value = value.rstrip()
+                    if value and " " not in value and value.isprintable():
+                        kv = (key, value)
+                        if key in repeated_keys:
+                            seen_headers[line] = kv    # the same few lines in every block
+            if kv:
+                n_header += 1
+                if current is not None:
+                    # A header line after a node line: the blank separator line is missing.
+                    current = None
+                    header = {}
+                header[kv[0]] = kv[1]
+                continue
+            nm = node_match(line)
+            if nm is None:
+                n_unparsed += 1
+                warn(n_total, "unrecognised line: %r" % line.strip()[:120])
+                continue
+            n_node += 1
+            current = _node(nm, n_total, header, source, warn)
+            guid = current["guid"]
+            cur_guid, cur_nports, seen_ports = guid, current["nports"], current["_seen_ports"]
+            port_match, port_fast = (sw_match, sw_fast) if current["kind"] == "switch" else (ca_match, ca_fast)
+            if guid in nodes:
+                warn(n_total, "%s %s appears twice (first at line %d); keeping the first"
+                     % (nm.group(1), guid, nodes[guid]["line"]))
+                continue
+            nodes[guid] = current
+
+        self.n_total, self.n_blank, self.n_comment, self.n_header, self.n_node, self.n_unparsed = (
+            n_total, n_blank, n_comment, n_header, n_node, n_unparsed)
+        self.header, self.current, self.cur_guid, self.cur_nports, self.seen_ports = (
+            header, current, cur_guid, cur_nports, seen_ports)
+        self.port_match, self.port_fast = port_match, port_fast
+
+    def result(self):
+        """The parsed capture::
+
+            {"source": str, "nodes": {guid: node}, "links": [link], "warnings": [str],
+             "lines": {"total": n, "blank": n, "comment": n, "header": n, "node": n, "port": n, "unparsed": n}}
+
+        node: {"guid", "kind": switch|ca|router, "nports", "desc", "lid", "line", "vendid", "devid", "sysimgguid"}
+        link: {"a": guid, "a_port": int, "b": guid, "b_port": int, "width": int|None, "speed": str|None,
+               "line": int, "confirmed": bool}  (a is the end whose block listed it first)
+        """
+        nodes, warnings, source = self.nodes, self.warnings, self.source
+        for node in nodes.values():
+            if not node.pop("_seen_ports"):
+                warnings.append("%s:%d: %s %s (%r) lists no connected port (truncated capture?)"
+                                % (source, node["line"], "Switch" if node["kind"] == "switch" else "Ca",
+                                   node["guid"], node["desc"]))
+        links = list(self.links.values())
+        for link in links:
+            if link["a"] not in nodes:
+                warnings.append("%s:%d: link to %s which has no block of its own (truncated capture?)"
+                                % (source, link["line"], link["a"]))
+            if link["b"] not in nodes:
+                warnings.append("%s:%d: link to %s which has no block of its own (truncated capture?)"
+                                % (source, link["line"], link["b"]))
+        n_total = self.n_total
+        other = self.n_blank + self.n_comment + self.n_header + self.n_node + self.n_unparsed
+        counts = {"total": n_total, "blank": self.n_blank, "comment": self.n_comment, "header": self.n_header,
+                  "node": self.n_node, "port": n_total - other, "unparsed": self.n_unparsed}
+        return {"source": source, "nodes": nodes, "links": links, "warnings": warnings, "lines": counts}
+
+
+def _add_link(links, warn, lineno, source, guid, port, peer, peer_port, width, speed):
+    """One port line's link: new, or the second listing (from its other end: confirmed)."""
+    if guid < peer or (guid == peer and port <= peer_port):
+        key = (guid, port, peer, peer_port)
+    else:
+        key = (peer, peer_port, guid, port)
+    existing = links.get(key)
+    if existing is None:
+        links[key] = {"a": guid, "a_port": port, "b": peer, "b_port": peer_port, "width": width, "speed": speed,
+                      "line": lineno, "confirmed": False, "source": source}
+    elif existing["a"] == guid or width != existing["width"] or speed != existing["speed"]:
+        _second_end(warn, lineno, existing, guid, port, peer, peer_port, width, speed)
+    else:
+        existing["confirmed"] = True
+
+
+def _read_blocks(text, reader):
+    """Read a piece of capture (whole lines): each regular block by ``_BLOCK_RE`` and the port
+    patterns, any other line by ``reader.feed`` (the lines from there to the next ``vendid=`` line),
+    so that every other form is read exactly as the line reader reads it, with its line number. A
+    block is read the same whatever came before it (its header lines set all the node takes from
+    them, and the first one ends an unterminated block), and leaves the reader between blocks.
+
+    The hot path of the fabric module: the same steps as the line reader's for these lines."""
+    nodes, links, warn, source, numbers = reader.nodes, reader.links, reader.warn, reader.source, reader.numbers
+    speeds = SPEED_GBPS
+    block_match = _BLOCK_RE.match
+    lid_search = _NODE_TAIL_LID_RE.search
+    count = text.count
+    lineno = reader.n_total     # the number of the last line read
+    blocks = 0
+    pos = 0
+    end = len(text)
+    between = False             # the reader's state is stale: a block was read since it last read a line
+    misses = 0                  # blocks in a row that were not regular
+    while pos < end:
+        m = block_match(text, pos)
+        ports = seen = ()
+        if m is not None:
+            (vendid, devid, sysimg, nports, guid, desc, tail, ca_nports, ca_guid, ca_desc, ca_tail,
+             port, peer, peer_port, width, speed, blank) = m.groups()
+            after = m.end()
+            if guid is not None:
+                kind, word, lines = "switch", "Switch", 5
+            else:
+                kind, word, lines = "ca", "Ca", 5 if port is None else 6
+                nports, guid, desc, tail = ca_nports, ca_guid, ca_desc, ca_tail
+            nports = numbers.get(nports) or _number(numbers, nports)
+            if count("\n", pos, after) != lines + (blank != ""):
+                m = None            # a description ran over a newline
+            elif not blank:
+                run = _port_run(text, after, kind, nports, port, peer, peer_port, width, speed)
+                if run is None:
+                    m = None
+                else:
+                    ports, seen, after = run
+            elif port is not None:
+                # an adapter's one port, checked as the line reader checks it
                 port = numbers.get(port) or _number(numbers, port)
                 peer_port = numbers.get(peer_port) or _number(numbers, peer_port)
                 width = numbers.get(width) or _number(numbers, width)
-                if speed not in speeds or port in seen_ports or (cur_nports and port > cur_nports):
-                    _port_warnings(warn, n_total, cur_guid, cur_nports, port, seen_ports, width, speed)
+                if speed not in speeds or (nports and port > nports):
+                    _port_warnings(warn, lineno + 6, guid, nports, port, (), width, speed)
+                ports = ((port, peer, peer_port, width, speed),)
+                seen = {port}
             else:
-                m = port_match(line) if current is not None else None
-                if m is None:
-                    n_unparsed += 1
-                    warn(n_total, ("garbled port line in block of %s: %r" % (cur_guid, line.strip()[:120]))
-                         if current is not None else "port line outside a Switch/Ca block: %r" % line.strip()[:120])
-                    continue
-                port, peer, peer_port, width, speed = m.group(1, 3, 4, 7, 8)
-                port, peer_port = int(port), int(peer_port)
-                width = int(width) if width is not None else None
-                if width is None or speed not in speeds or port in seen_ports or (cur_nports and port > cur_nports):
-                    _port_warnings(warn, n_total, cur_guid, cur_nports, port, seen_ports, width, speed)
-            if len(peer) != 16 or not peer.islower():
-                peer = normalize_guid(peer)     # upper case, short, or all digits (normalize_guid keeps those)
-            seen_ports.add(port)
-            if cur_guid < peer or (cur_guid == peer and port <= peer_port):
-                key = (cur_guid, port, peer, peer_port)
+                ports, seen = (), set()
+        if m is None:
+            # not a regular block: the line reader reads up to the next line that may start one, or
+            # the rest of the piece after many in a row (a capture of another form: CRLF line ends...)
+            misses += 1
+            nxt = (text.find("\nvendid=", pos) + 1 or end) if misses < 32 else end
+            if between:
+                reader.reset()
+                between = False
+            reader.n_total = lineno
+            reader.feed(io.StringIO(text[pos:nxt], newline="\n"))
+            lineno = reader.n_total
+            pos = nxt
+            continue
+        pos = after
+        between = True
+        misses = 0
+        blocks += 1
+        lineno += 5
+        lm = lid_search(tail) if tail else None
+        if len(sysimg) != 16:
+            sysimg = normalize_guid(sysimg)
+        node = {"guid": guid, "kind": kind, "nports": nports, "desc": desc, "lid": int(lm.group(1)) if lm else None,
+                "line": lineno, "source": source, "vendid": vendid, "devid": devid, "sysimgguid": sysimg,
+                "_seen_ports": seen}
+        if guid in nodes:
+            warn(lineno, "%s %s appears twice (first at line %d); keeping the first" % (word, guid, nodes[guid]["line"]))
+        else:
+            nodes[guid] = node
+        for port, peer, peer_port, width, speed in ports:
+            lineno += 1
+            # _add_link, inline
+            if guid < peer or (guid == peer and port <= peer_port):
+                key = (guid, port, peer, peer_port)
             else:
-                key = (peer, peer_port, cur_guid, port)
+                key = (peer, peer_port, guid, port)
             existing = links.get(key)
             if existing is None:
-                links[key] = {"a": cur_guid, "a_port": port, "b": peer, "b_port": peer_port,
-                              "width": width, "speed": speed, "line": n_total, "confirmed": False,
-                              "source": source}
-            elif existing["a"] == cur_guid or width != existing["width"] or speed != existing["speed"]:
-                _second_end(warn, n_total, existing, cur_guid, port, peer, peer_port, width, speed)
+                links[key] = {"a": guid, "a_port": port, "b": peer, "b_port": peer_port, "width": width,
+                              "speed": speed, "line": lineno, "confirmed": False, "source": source}
+            elif existing["a"] == guid or width != existing["width"] or speed != existing["speed"]:
+                _second_end(warn, lineno, existing, guid, port, peer, peer_port, width, speed)
             else:
                 existing["confirmed"] = True
-            continue
-        if first == "#":
-            n_comment += 1
-            continue
-        # header keys are lower case: a line starting with a capital is no header (Switch, Ca, Rt)
-        kv = seen_headers.get(line) if first not in node_first else False
-        if kv is None:
-            # vendid=0x2c9 (a known key, a value without blanks): no regex for the header lines of every block
-            key, eq, value = line.partition("=")
-            kv = False
-            if eq and key in header_keys:
-                value = value.rstrip()
-                if value and " " not in value and value.isprintable():
-                    kv = (key, value)
-                    if key in repeated_keys:
-                        seen_headers[line] = kv    # the same few lines in every block
-        if kv:
-            n_header += 1
-            if current is not None:
-                # A header line after a node line: the blank separator line is missing.
-                current = None
-                header = {}
-            header[kv[0]] = kv[1]
-            continue
-        nm = node_match(line)
-        if nm is None:
-            n_unparsed += 1
-            warn(n_total, "unrecognised line: %r" % line.strip()[:120])
-            continue
-        n_node += 1
-        current = _node(nm, n_total, header, source, warn)
-        guid = current["guid"]
-        cur_guid, cur_nports, seen_ports = guid, current["nports"], current["_seen_ports"]
-        port_match, port_fast = (sw_match, sw_fast) if current["kind"] == "switch" else (ca_match, ca_fast)
-        if guid in nodes:
-            warn(n_total, "%s %s appears twice (first at line %d); keeping the first"
-                 % (nm.group(1), guid, nodes[guid]["line"]))
-            continue
-        nodes[guid] = current
-
-    for node in nodes.values():
-        if not node.pop("_seen_ports"):
-            warnings.append("%s:%d: %s %s (%r) lists no connected port (truncated capture?)"
-                            % (source, node["line"], "Switch" if node["kind"] == "switch" else "Ca",
-                               node["guid"], node["desc"]))
-    for link in links.values():
-        if link["a"] not in nodes:
-            warnings.append("%s:%d: link to %s which has no block of its own (truncated capture?)"
-                            % (source, link["line"], link["a"]))
-        if link["b"] not in nodes:
-            warnings.append("%s:%d: link to %s which has no block of its own (truncated capture?)"
-                            % (source, link["line"], link["b"]))
-    counts = {"total": n_total, "blank": n_blank, "comment": n_comment, "header": n_header, "node": n_node,
-              "port": n_total - n_blank - n_comment - n_header - n_node - n_unparsed, "unparsed": n_unparsed}
-    return {"source": source, "nodes": nodes, "links": list(links.values()), "warnings": warnings, "lines": counts}
+        lineno += 1     # the blank line
+    reader.n_header += 4 * blocks
+    reader.n_node += blocks
+    reader.n_blank += blocks
+    if between:
+        reader.reset()
+    reader.n_total = lineno
 
 
-def parse_file(path):
-    """Read and parse one file line by line; undecodable bytes are replaced (and then reported as
-    garbled lines)."""
-    with io.open(path, "r", encoding="utf-8", errors="replace", newline="\n") as handle:
-        return parse_lines(handle, source=path)
+def _port_run(text, start, kind, nports, port, peer, peer_port, width, speed):
+    """The port lines of a block from ``start`` to its blank line (after an adapter's first port
+    line, if ``port`` is given), when every one is of the common form and none would warn (port
+    numbers once each, within the declared count, known speeds): -> (ports, the set of port
+    numbers, the end of the block), else None (the block is read by lines)."""
+    last = text.find("\n\n", start - 1) + 1
+    if not last:
+        return None
+    ports = (_SW_LINE_RE if kind == "switch" else _CA_LINE_RE).findall(text, start, last)
+    if len(ports) != text.count("\n", start, last):
+        return None
+    if port is not None:
+        ports.insert(0, (port, peer, peer_port, width, speed))
+    numbers, peers, peer_ports, widths, speeds = zip(*ports)
+    numbers = list(map(int, numbers))
+    seen = set(numbers)
+    if len(seen) != len(numbers) or (nports and max(numbers) > nports) or not all(map(SPEED_GBPS.__contains__, speeds)):
+        return None
+    return zip(numbers, peers, map(int, peer_ports), map(int, widths), speeds), seen, last + 1

@@ -179,3 +179,137 @@ def test_lines_starting_blank_are_all_stripped_first():
     assert set(_STRIP_FIRST) == set(chr(c) for c in range(0x110000) if chr(c).isspace()) | {""}
     cap = parse(GOOD.replace("[1]\t\"H-", "\u3000[1]\t\"H-"), "wide.out")
     assert cap["warnings"] == [] and cap["lines"]["port"] == 4
+
+
+# The block reader (regular blocks by one match) against the line reader (every line on its own,
+# the parser as it was): the same nodes, links, warnings and counts on captures broken at random
+# (seeded: the same cases every run), read whole and through files in small pieces.
+MUTATION_BITS = ["\x00", '"', "\n", "\r", "\t", " ", "\u3000", "\x85", "#", "[", "]", "(", "=", "x", "0", "F", "Z",
+                 "lid ", "lmc 0 ", "vendid=0x2c9\n", "\n\n", "Ca\t1 ", "Switch\t65 ", "\x0b"]
+
+
+def _mutate(rng, text):
+    lines = text.split("\n")
+    for edit in range(rng.randint(1, 5)):
+        op, i = rng.randrange(7), rng.randrange(len(lines))
+        line = lines[i]
+        j = rng.randrange(len(line) + 1)
+        if op == 0:
+            del lines[i]
+        elif op == 1:
+            lines.insert(i, lines[rng.randrange(len(lines))])              # a line repeated elsewhere
+        elif op == 2:
+            lines[i] = line[:j]                                              # cut short
+        elif op == 3:
+            lines[i] = line[:j] + rng.choice(MUTATION_BITS) + line[j:]       # a stray character or line
+        elif op == 4:
+            lines[i] = line[:j] + line[j + 1:]
+        elif op == 5:
+            lines[i] = line.replace("\t", " ")
+        else:
+            lines[i] = line.upper()
+    out = "\n".join(lines)
+    return out[:rng.randrange(len(out) + 1)] if rng.random() < 0.15 else out
+
+
+def _both_readers_agree(text, tmp_path, size):
+    import io as _io
+    from ansible_collections.gpufleet.provision.plugins.module_utils import _ibnetdiscover as ib
+    expected = ib.parse_lines(_io.StringIO(text, newline="\n"), "m.out")
+    assert ib.parse(text, "m.out") == expected
+    path = tmp_path / "m.out"
+    path.write_text(text, encoding="utf-8", newline="\n")
+    expected = ib.parse_lines(_io.open(str(path), encoding="utf-8", errors="replace", newline="\n"), str(path))
+    with _io.open(str(path), encoding="utf-8", errors="replace", newline="\n") as handle:
+        assert ib._paused(ib._read_chunks, ib._chunks(handle, size), str(path)) == expected
+    return expected
+
+
+def test_block_reader_equals_line_reader_on_broken_captures(tmp_path):
+    import random
+    rng = random.Random(15)
+    warned = 0
+    for case in range(400):
+        cap = _both_readers_agree(_mutate(rng, GOOD), tmp_path, rng.choice([40, 97, 300, 4096]))
+        warned += bool(cap["warnings"])
+    assert warned > 200      # the cases do break the capture
+
+
+# Each branch of the block reader, by one edit of the small capture: (what, replaced, replacement)
+EDITS = [
+    ("adapter port above its count", '[1](0000000000002000) \t"S', '[3](0000000000002000) \t"S'),
+    ("adapter port at an unknown speed", 'lid 1 4xNDR\n\nvendid=0x2c9\ndevid=0x1021\nsysimgguid=0x3000',
+     'lid 1 4xNDRX\n\nvendid=0x2c9\ndevid=0x1021\nsysimgguid=0x3000'),
+    ("switch port above its count", '[2]\t"H-0000000000003000"', '[66]\t"H-0000000000003000"'),
+    ("switch port listed twice", '[2]\t"H-0000000000003000"', '[1]\t"H-0000000000003000"'),
+    ("switch port at an unknown speed", '"node02 mlx5_0" lid 3 4xNDR', '"node02 mlx5_0" lid 3 4xQQR'),
+    ("ends disagree on the rate", '"node02 mlx5_0" lid 3 4xNDR', '"node02 mlx5_0" lid 3 2xHDR'),
+    ("link listed twice from one end", '[2]\t"H-0000000000003000"[1](0000000000003000)', '[2]\t"H-0000000000002000"[1](0000000000002000)'),
+    ("adapter listed twice", 'caguid=0x3000\nCa\t1 "H-0000000000003000"', 'caguid=0x3000\nCa\t1 "H-0000000000002000"'),
+    ("description over a newline", '# "node01 mlx5_0"\n', '# "node01\nmlx5_0"\n'),
+    ("port description over a newline", '# "node01 mlx5_0" lid 2', '# "node01\n mlx5_0" lid 2'),
+    ("no blank line between blocks", '4xNDR\n\nvendid=0x2c9\ndevid=0x1021\nsysimgguid=0x2000', '4xNDR\nvendid=0x2c9\ndevid=0x1021\nsysimgguid=0x2000'),
+    ("a switch without ports", '[1]\t"H-0000000000002000"[1](0000000000002000) \t\t# "node01 mlx5_0" lid 2 4xNDR\n'
+     '[2]\t"H-0000000000003000"[1](0000000000003000) \t\t# "node02 mlx5_0" lid 3 4xNDR\n', ''),
+    ("an adapter without its port", '[1](0000000000003000) \t"S-0000000000001000"[2]\t\t# lid 3 lmc 0 "MF0;leaf1:MQM9701/U1" lid 1 4xNDR\n', ''),
+    ("an adapter with two ports", 'lid 1 4xNDR\n\nvendid=0x2c9\ndevid=0x1021\nsysimgguid=0x3000',
+     'lid 1 4xNDR\n[2](0000000000002001) \t"S-0000000000001000"[9]\t\t# lid 2 lmc 0 "MF0;leaf1:MQM9701/U1" lid 1 4xNDR\n'
+     '\nvendid=0x2c9\ndevid=0x1021\nsysimgguid=0x3000'),
+    ("a system GUID in capitals", 'sysimgguid=0x2000\ncaguid=0x2000', 'sysimgguid=0xABC\ncaguid=0x2000'),
+    ("a router", 'caguid=0x3000\nCa\t1 "H-', 'rtguid=0x3000\nRt\t1 "R-'),
+]
+
+
+def test_block_reader_equals_line_reader_on_each_edit(tmp_path):
+    good = GOOD + "\n" + GOOD.replace("1000", "1001").replace("2000", "2001").replace("3000", "3001")
+    for what, old, new in EDITS:
+        assert old in good, what
+        for size in (60, 4096):
+            cap = _both_readers_agree(good.replace(old, new, 1), tmp_path, size)
+        assert cap != _both_readers_agree(good, tmp_path, 4096), what
+
+
+def test_a_capture_of_another_form_is_read_by_lines_the_same(tmp_path):
+    # CRLF line ends: no block is regular; after many in a row the rest of a piece goes to the line
+    # reader at once, and the regular blocks after it are read the same
+    text = (GOOD + "\n").replace("\n", "\r\n") * 12 + GOOD
+    cap = _both_readers_agree(text, tmp_path, 1 << 22)
+    assert cap["lines"]["node"] == 39 and len(cap["links"]) == 2
+    assert _both_readers_agree(text, tmp_path, 500) == cap
+
+
+def test_block_reader_equals_line_reader_on_the_real_capture_broken(realdata, tmp_path):
+    import random
+    rng = random.Random(16)
+    with open(os.path.join(realdata, SUPERPOD)) as handle:
+        text = handle.read()
+    for case in range(60):
+        _both_readers_agree(_mutate(rng, text), tmp_path, rng.choice([1000, 20000, 1 << 22]))
+
+
+def test_regular_blocks_do_not_go_through_the_line_reader(realdata, monkeypatch):
+    # the real capture: only its 4 comment lines and the blank line after them are read line by line
+    from ansible_collections.gpufleet.provision.plugins.module_utils import _ibnetdiscover as ib
+    feed = ib._LineReader.feed
+    fed = []
+
+    def counting(self, lines):
+        lines = list(lines)
+        fed.extend(lines)
+        return feed(self, lines)
+    monkeypatch.setattr(ib._LineReader, "feed", counting)
+    cap = parse_file(os.path.join(realdata, SUPERPOD))
+    assert len(fed) == 5 and all(line.startswith("#") for line in fed[:4]) and fed[4] == "\n"
+    assert cap["lines"]["node"] == 622 and cap["warnings"] == []
+
+
+def test_pieces_are_whole_lines_ending_after_a_blank_line_when_they_hold_one():
+    import io as _io
+    from ansible_collections.gpufleet.provision.plugins.module_utils._ibnetdiscover import _chunks
+    text = GOOD + "\n" + GOOD
+    for size in (50, 200, 1000):
+        pieces = list(_chunks(_io.StringIO(text, newline="\n"), size))
+        assert "".join(pieces) == text
+        assert all(piece.endswith("\n") and ("\n\n" not in piece or piece.endswith("\n\n")) for piece in pieces)
+    # 1000 characters hold the first three blocks (the first GOOD and the blank line after it)
+    assert list(_chunks(_io.StringIO(text, newline="\n"), 1000))[0] == GOOD + "\n"
