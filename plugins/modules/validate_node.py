@@ -388,8 +388,11 @@ def write_probe_script(text, folder):
     if not text or not folder:
         return None
     path = os.path.join(folder, probe_runs.SCRIPT_NAME)
-    with open(path, "w") as handle:
-        handle.write(text)
+    try:
+        with open(path, "w") as handle:
+            handle.write(text)
+    except (IOError, OSError) as exc:
+        raise _profile.ProfileError("probe script: cannot write %s on the node: %s" % (path, exc))
     return path
 
 
