@@ -492,19 +492,7 @@ def _read_blocks(text, reader):
             nodes[guid] = node
         for port, peer, peer_port, width, speed in ports:
             lineno += 1
-            # _add_link, inline
-            if guid < peer or (guid == peer and port <= peer_port):
-                key = (guid, port, peer, peer_port)
-            else:
-                key = (peer, peer_port, guid, port)
-            existing = links.get(key)
-            if existing is None:
-                links[key] = {"a": guid, "a_port": port, "b": peer, "b_port": peer_port, "width": width,
-                              "speed": speed, "line": lineno, "confirmed": False, "source": source}
-            elif existing["a"] == guid or width != existing["width"] or speed != existing["speed"]:
-                _second_end(warn, lineno, existing, guid, port, peer, peer_port, width, speed)
-            else:
-                existing["confirmed"] = True
+            _add_link(links, warn, lineno, source, guid, port, peer, peer_port, width, speed)
         lineno += 1     # the blank line
     reader.n_header += 4 * blocks
     reader.n_node += blocks
