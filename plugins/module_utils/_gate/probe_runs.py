@@ -44,11 +44,20 @@ def script_args(name, facts, dcgm_level):
     return [name]
 
 
-def wants_script(profile, commands, recorded):
-    """Whether an enabled probe would run the shipped script (the action sends it only then)."""
+def _wanted(profile, commands, recorded):
+    """(name, output, argv) of every enabled probe whose output is not in ``recorded``; an empty
+    argv: the probe runs the shipped script."""
     commands = commands if isinstance(commands, dict) else {}
     recorded = recorded if isinstance(recorded, dict) else {}
-    return any(not commands.get(name) and OUTPUTS.get(name) not in recorded for name in enabled(profile))
+    for name in enabled(profile):
+        output = OUTPUTS.get(name)
+        if output is not None and output not in recorded:
+            yield name, output, list(commands.get(name) or [])
+
+
+def wants_script(profile, commands, recorded):
+    """Whether an enabled probe would run the shipped script (the action sends it only then)."""
+    return any(not argv for _name, _output, argv in _wanted(profile, commands, recorded))
 
 
 def plan(profile, commands, facts, script_path, python, dcgm_level, timeout, recorded=None):
@@ -57,11 +66,7 @@ def plan(profile, commands, facts, script_path, python, dcgm_level, timeout, rec
     where the script is on the node (None: not sent, such a probe is not planned and its checks
     say so through the missing output). ``label`` names the probe in a check's reason."""
     runs = {}
-    for name in enabled(profile):
-        output = OUTPUTS.get(name)
-        if output is None or output in (recorded or {}):
-            continue
-        argv = list((commands or {}).get(name) or [])
+    for name, output, argv in _wanted(profile, commands, recorded):
         if argv:
             runs[output] = (argv, timeout, " ".join(argv))
         elif script_path:
