@@ -212,14 +212,3 @@ def test_the_shipped_probe_script_is_sent_and_a_recorded_output_is_not_probed(ad
     assert result["collected"]["nccl_debug"].startswith(
         "gpufleet_probe.py nccl: rc=3, no data: nccl-tests (all_reduce_perf) is not on this node"), result["collected"]
     assert result["checks"]["transport.nccl"] == "fail"
-
-
-def test_a_probe_script_that_cannot_be_written_is_an_error_naming_the_path(tmp_path):
-    from ansible_collections.gpufleet.provision.plugins.modules import validate_node
-    from ansible_collections.gpufleet.provision.plugins.module_utils._profile import ProfileError
-    missing = tmp_path / "gone"
-    with pytest.raises(ProfileError, match="probe script: cannot write %s/gpufleet_probe.py on the node: " % missing):
-        validate_node.write_probe_script("print(1)\n", str(missing))
-    assert validate_node.write_probe_script("", str(tmp_path)) is None
-    path = validate_node.write_probe_script("print(1)\n", str(tmp_path))
-    assert open(path).read() == "print(1)\n"
