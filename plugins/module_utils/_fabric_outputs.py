@@ -297,6 +297,12 @@ def _short_list(names, limit=6):
     return "%s and %d more" % (", ".join(names[:limit]), len(names) - limit)
 
 
+# Compact JSON of the fabric document. The document is a tree (the model makes no cycles): the
+# encoder need not keep a table of the 10^5 containers it is inside of to detect one.
+_COMPACT = json.JSONEncoder(separators=(",", ":"), check_circular=False)
+_COMPACT_SORTED = json.JSONEncoder(separators=(",", ":"), check_circular=False, sort_keys=True)
+
+
 class JsonStream(object):
     """fabric.json, compact, written in pieces: each node, switch and anomaly through the C encoder,
     so neither the whole text nor the slow pure-Python (indenting) encoder is ever needed."""
@@ -308,13 +314,13 @@ class JsonStream(object):
         self.doc = doc
 
     def chunks(self):
-        dumps = json.dumps
+        dumps = _COMPACT.encode
         batch = self.BATCH
         yield "{"
         for i, (key, value) in enumerate(self.doc.items()):
             yield ("," if i else "") + dumps(key) + ":"
             if key not in self.ITEMIZED or not isinstance(value, (dict, list)):
-                yield dumps(value, separators=(",", ":"))
+                yield dumps(value)
                 continue
             # BATCH items per encoder call, the brackets of each batch cut off: the text is the same
             # as one call over the whole value, never held whole
@@ -322,7 +328,7 @@ class JsonStream(object):
             make = dict if isinstance(value, dict) else list
             yield "{" if make is dict else "["
             for start in range(0, len(items), batch):
-                yield ("," if start else "") + dumps(make(items[start:start + batch]), separators=(",", ":"))[1:-1]
+                yield ("," if start else "") + dumps(make(items[start:start + batch]))[1:-1]
             yield "}" if make is dict else "]"
         yield "}\n"
 
@@ -342,8 +348,8 @@ def render(doc, topology_statuses=("green",), block_sizes=None, per_node_files=F
         "topology.conf": topology_tree(doc, topology_statuses),
         "topology-block.conf": topology_block(doc, topology_statuses, block_sizes),
         "summary.txt": summary_text(doc),
-        "labels.json": json.dumps(labels_list(doc), separators=(",", ":"), sort_keys=True) + "\n",
-        "nccl.json": json.dumps(nccl, separators=(",", ":"), sort_keys=True) + "\n",
+        "labels.json": _COMPACT_SORTED.encode(labels_list(doc)) + "\n",
+        "nccl.json": _COMPACT_SORTED.encode(nccl) + "\n",
     }
     if per_node_files:
         for host in schedulable(doc):

@@ -58,29 +58,31 @@ def read_captures(m, captures):
             m.switches[name] = _switch_record(name, guid, model, node["lid"], segment, node["nports"])
             m.sw_by_guid[guid] = name
         linked = set()     # the adapters with a link (switches need not be counted)
-        sw_by_guid = m.sw_by_guid
+        # the hot loop of the model (a link per host NIC and per cable): its lookups in locals
+        sw_by_guid, isl, linked_add, node_of = m.sw_by_guid, m.isl, linked.add, cap_nodes.get
+        cas_append, isl_append = m.cas.append, m.isl_links.append
         for link in cap["links"]:
-            a, b = cap_nodes.get(link["a"]), cap_nodes.get(link["b"])
+            a, b = node_of(link["a"]), node_of(link["b"])
             if a is None or b is None:
-                linked.add(link["a"])
-                linked.add(link["b"])
+                linked_add(link["a"])
+                linked_add(link["b"])
                 continue
             # the two common cases inline: a host adapter on a switch port, a switch-to-switch cable
-            kinds = (a["kind"], b["kind"])
-            if kinds == ("switch", "ca"):
-                linked.add(link["b"])
-                m.cas.append({"guid": b["guid"], "desc": b["desc"], "switch": sw_by_guid[a["guid"]],
-                              "port": link["a_port"], "width": link["width"], "speed": link["speed"],
-                              "segment": segment, "lid": b["lid"]})
-            elif kinds == ("switch", "switch"):
-                sa, sb = sw_by_guid[a["guid"]], sw_by_guid[b["guid"]]
-                m.isl[(sa, sb)] += 1
-                m.isl[(sb, sa)] += 1
-                m.isl_links.append((segment, sa, link["a_port"], sb, link["b_port"], link["width"], link["speed"]))
-            else:
-                linked.add(link["a"])
-                linked.add(link["b"])
+            kind_b = b["kind"]
+            if a["kind"] != "switch" or kind_b not in ("ca", "switch"):
+                linked_add(link["a"])
+                linked_add(link["b"])
                 _attach(m, a, b, link, segment)
+            elif kind_b == "ca":
+                linked_add(link["b"])
+                cas_append({"guid": b["guid"], "desc": b["desc"], "switch": sw_by_guid[a["guid"]],
+                            "port": link["a_port"], "width": link["width"], "speed": link["speed"],
+                            "segment": segment, "lid": b["lid"]})
+            else:
+                sa, sb = sw_by_guid[a["guid"]], sw_by_guid[b["guid"]]
+                isl[(sa, sb)] += 1
+                isl[(sb, sa)] += 1
+                isl_append((segment, sa, link["a_port"], sb, link["b_port"], link["width"], link["speed"]))
         for guid, node in cap_nodes.items():
             if node["kind"] == "ca" and guid not in linked:
                 desc = node["desc"]
@@ -158,7 +160,7 @@ def classify_adapters(m):
         short_to_host.setdefault(host.split(".")[0], host)
     desc_seen = {}
     non_compute = {}    # host name -> matches a non-compute pattern (8 NICs per host: ask once)
-    hosts = m.hosts
+    hosts, known, suspicious_names = m.hosts, m.nodes, m.suspicious
     for ca in m.cas:
         desc = ca["desc"] or ""
         if "aggregation node" in desc.lower() and SHARP_RE.search(desc):
@@ -171,7 +173,7 @@ def classify_adapters(m):
         unnamed = (desc[:2] == "MT" or "Mellanox Technologies" in desc or not desc.strip()) and bool(UNNAMED_RE.match(desc))
         parts = desc.split()
         desc_host = parts[0] if parts and not unnamed else None
-        suspicious = bool(desc_host) and desc_host.lower() in m.suspicious
+        suspicious = bool(desc_host) and desc_host.lower() in suspicious_names
         if unnamed or suspicious:
             where, at = _where(ca)
         if fact is not None:
@@ -204,8 +206,8 @@ def classify_adapters(m):
             if len(parts) > 2:
                 m.warnings.append("adapter %s on %s: description %r has more than two words; host %s, adapter %s"
                                   % (ca["guid"], _where(ca)[0], desc, host, hca))
-            host = short_to_host.get(host, host) if host not in m.nodes else host
-            nic = facts_by_name.get((host, hca))
+            host = short_to_host.get(host, host) if host not in known else host
+            nic = facts_by_name.get((host, hca)) if facts_by_name else None
         if host not in non_compute:
             non_compute[host] = any(r.search(host) for r in m.non_compute_res)
         if non_compute[host]:
@@ -222,16 +224,28 @@ def classify_adapters(m):
                 % (host, hca, desc_seen[key], ca["guid"], where), host=host, hca=hca, **at))
             continue
         desc_seen[key] = ca["guid"]
-        nic = nic if isinstance(nic, dict) else {}
-        rec = {"hca": hca, "device": nic.get("name"), "guid": ca["guid"], "leaf": ca["switch"], "port": ca["port"],
-               "width": ca["width"], "speed": ca["speed"], "segment": ca["segment"], "facts_rail": nic.get("rail"),
-               "facts_role": nic.get("role")}
+        device = rail = role = None
+        if isinstance(nic, dict):
+            device, rail, role = nic.get("name"), nic.get("rail"), nic.get("role")
+        rec = {"hca": hca, "device": device, "guid": ca["guid"], "leaf": ca["switch"], "port": ca["port"],
+               "width": ca["width"], "speed": ca["speed"], "segment": ca["segment"], "facts_rail": rail,
+               "facts_role": role}
         h = hosts.get(host)
         if h is None:
-            h = hosts[host] = {"nics": [], "segments": set()}
-        h["nics"].append(rec)
-        h["segments"].add(ca["segment"])
+            h = hosts[host] = _host_record()
+        _add_nic(h, rec)
     m.cas = []   # every attachment is a NIC or an anomaly now
+
+
+def _host_record():
+    return {"nics": [], "other": [], "segments": set()}
+
+
+def _add_nic(h, rec):
+    """A NIC of a host: a rail NIC, or a storage / front-end NIC (node_facts role non-rail), which is
+    kept per host but takes no rail."""
+    h["other" if rec["facts_role"] == "non-rail" else "nics"].append(rec)
+    h["segments"].add(rec["segment"])
 
 
 def _where(ca):
@@ -307,12 +321,9 @@ def add_lldp(m):
             rec = {"hca": nic.get("name") or nb["netdev"], "device": nic.get("name"), "guid": normalize_guid(nic.get("node_guid")),
                    "leaf": nb["switch"], "port": nb["port"], "width": None, "speed": None, "segment": "roce",
                    "facts_rail": nic.get("rail"), "facts_role": nic.get("role"), "netdev": nb["netdev"]}
-            h = m.hosts.setdefault(host, {"nics": [], "segments": set()})
-            h["nics"].append(rec)
-            h["segments"].add("roce")
+            h = m.hosts.get(host)
+            if h is None:
+                h = m.hosts[host] = _host_record()
+            _add_nic(h, rec)
         if neighbours and not any(s["segment"] == "roce" for s in m.sources):
             m.sources.append({"path": "lldp", "segment": "roce", "lines": None, "warnings": 0})
-    # Storage / front-end NICs (node_facts role non-rail) are kept per host but take no rail.
-    for h in m.hosts.values():
-        h["other"] = [n for n in h["nics"] if n["facts_role"] == "non-rail"]
-        h["nics"] = [n for n in h["nics"] if n["facts_role"] != "non-rail"]

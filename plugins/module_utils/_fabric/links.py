@@ -120,20 +120,30 @@ def link_anomalies(m, group_of_spine):
                     spine_group=group["name"], peer_group=other))
 
 
+def _rates(pairs):
+    """Gb/s of each (segment, width, speed), in order, and the norm of each segment (its most
+    common rate); a fabric has few distinct (width, speed): each is computed once."""
+    gbps = {}
+    rates = []
+    per_segment = defaultdict(list)
+    for seg, width, speed in pairs:
+        key = (width, speed)
+        rate = gbps.get(key, False)
+        if rate is False:
+            rate = gbps[key] = link_gbps(width, speed)
+        rates.append(rate)
+        per_segment[seg].append(rate)
+    return rates, dict((seg, mode(values)) for seg, values in per_segment.items())
+
+
 def _degraded_host_links(m):
     # Norm per segment: the most common rate among host links.
-    host_rates = defaultdict(list)
-    gbps = link_gbps
-    for h in m.hosts.values():
-        for nics in (h["nics"], h["other"]):
-            for n in nics:
-                host_rates[n["segment"]].append(gbps(n["width"], n["speed"]))
-    host_norm = dict((seg, mode(rates)) for seg, rates in host_rates.items())
-    for host, h in m.hosts.items():
-        for n in h["nics"] + h["other"]:
-            norm = host_norm.get(n["segment"])
-            rate = gbps(n["width"], n["speed"])
-            if norm is not None and rate is not None and rate < norm:
+    nics = [(host, n) for host, h in m.hosts.items() for n in h["nics"] + h["other"]]
+    rates, host_norm = _rates((n["segment"], n["width"], n["speed"]) for _, n in nics)
+    for (host, n), rate in zip(nics, rates):
+        if rate is not None:
+            norm = host_norm[n["segment"]]
+            if norm is not None and rate < norm:
                 m.anomalies.append(anomaly(
                     "link_degraded", "%s %s on %s port %s runs at %sx%s (%g Gb/s), below the fabric's %g Gb/s"
                     % (host, n["hca"], n["leaf"], n["port"], n["width"], n["speed"], rate, norm),
@@ -141,14 +151,9 @@ def _degraded_host_links(m):
 
 
 def _degraded_switch_links(m):
-    isl_rates = defaultdict(list)
-    gbps = link_gbps
-    for link in m.isl_links:
-        isl_rates[link[0]].append(gbps(link[5], link[6]))
-    isl_norm = dict((seg, mode(rates)) for seg, rates in isl_rates.items())
-    for (seg, sa, pa, sb, pb, width, speed) in m.isl_links:
+    rates, isl_norm = _rates((link[0], link[5], link[6]) for link in m.isl_links)
+    for (seg, sa, pa, sb, pb, width, speed), rate in zip(m.isl_links, rates):
         norm = isl_norm[seg]
-        rate = gbps(width, speed)
         if norm is not None and rate is not None and rate < norm:
             if TIER_ORDER.get(m.switches[sa]["tier"], 9) > TIER_ORDER.get(m.switches[sb]["tier"], 9):
                 sa, pa, sb, pb = sb, pb, sa, pa  # name the lower switch first: leaf port -> spine port

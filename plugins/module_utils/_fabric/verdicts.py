@@ -96,11 +96,24 @@ def blocks(m):
     m.blocks = out
 
 
+def _natural_rank(names):
+    """{name: its rank in natural order}, names with the same natural key sharing one: a sort by
+    ``rank.__getitem__`` (called in C) gives the order of a sort by ``natural_key``."""
+    keys = dict((name, natural_key(name)) for name in names)
+    order = dict((key, i) for i, key in enumerate(sorted(set(keys.values()))))
+    return dict((name, order[key]) for name, key in keys.items())
+
+
+def _sorted_links(links, rank):
+    names = sorted(links, key=rank.__getitem__)
+    return dict(zip(names, map(links.__getitem__, names)))
+
+
 def document(m):
+    rank = _natural_rank(m.switches)    # the uplinks and downlinks of every switch name switches
     for sw in m.switches.values():
-        for side in ("uplinks", "downlinks"):
-            links = sw[side]
-            sw[side] = dict((k, links[k]) for k in sorted(links, key=natural_key))
+        sw["uplinks"] = _sorted_links(sw["uplinks"], rank)
+        sw["downlinks"] = _sorted_links(sw["downlinks"], rank)
     names_by_rail = defaultdict(set)
     for h in m.hosts.values():
         for n in h["nics"]:
@@ -124,7 +137,7 @@ def document(m):
                 for s in (m.sus[k] for k in sorted(m.sus, key=natural_key))],
         "spine_groups": m.spine_groups,
         "nodes": dict((h, m.nodes_out[h]) for h in sorted(m.nodes_out, key=natural_key)),
-        "switches": dict((k, m.switches[k]) for k in sorted(m.switches, key=natural_key)),
+        "switches": _sorted_links(m.switches, rank),
         "blocks": m.blocks,
         "anomalies": m.anomalies,
         "warnings": m.warnings,
