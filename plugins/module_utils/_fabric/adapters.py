@@ -227,9 +227,9 @@ def classify_adapters(m):
         device = rail = role = None
         if isinstance(nic, dict):
             device, rail, role = nic.get("name"), nic.get("rail"), nic.get("role")
-        rec = {"hca": hca, "device": device, "guid": ca["guid"], "leaf": ca["switch"], "port": ca["port"],
-               "width": ca["width"], "speed": ca["speed"], "segment": ca["segment"], "facts_rail": rail,
-               "facts_role": role}
+        rec = {"rail": None, "hca": hca, "device": device, "guid": ca["guid"], "leaf": ca["switch"], "port": ca["port"],
+               "width": ca["width"], "speed": ca["speed"], "segment": ca["segment"], "rail_from": None,
+               "facts_rail": rail, "facts_role": role}
         h = hosts.get(host)
         if h is None:
             h = hosts[host] = _host_record()
@@ -243,7 +243,8 @@ def _host_record():
 
 def _add_nic(h, rec):
     """A NIC of a host: a rail NIC, or a storage / front-end NIC (node_facts role non-rail), which is
-    kept per host but takes no rail."""
+    kept per host but takes no rail. A rail NIC's record has the keys of its entry in fabric.json,
+    in their order (``hosts.host_rails`` makes it that entry), then the ones the model works with."""
     h["other" if rec["facts_role"] == "non-rail" else "nics"].append(rec)
     h["segments"].add(rec["segment"])
 
@@ -318,8 +319,9 @@ def add_lldp(m):
             nic = by_netdev.get(nb["netdev"]) or {}
             if nb["switch"] not in m.switches:
                 m.switches[nb["switch"]] = _switch_record(nb["switch"], None, None, None, "roce", None)
-            rec = {"hca": nic.get("name") or nb["netdev"], "device": nic.get("name"), "guid": normalize_guid(nic.get("node_guid")),
-                   "leaf": nb["switch"], "port": nb["port"], "width": None, "speed": None, "segment": "roce",
+            rec = {"rail": None, "hca": nic.get("name") or nb["netdev"], "device": nic.get("name"),
+                   "guid": normalize_guid(nic.get("node_guid")), "leaf": nb["switch"], "port": nb["port"], "width": None,
+                   "speed": None, "segment": "roce", "rail_from": None,
                    "facts_rail": nic.get("rail"), "facts_role": nic.get("role"), "netdev": nb["netdev"]}
             h = m.hosts.get(host)
             if h is None:

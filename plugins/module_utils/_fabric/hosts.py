@@ -36,18 +36,19 @@ def host_rails(m):
     """Stage 6: per host, its SU (the SU most of its NICs reach), each NIC's rail and whether it is
     miscabled, and the rails its segment has that it does not reach."""
     nameless_on = Counter(a["switch"] for a in m.anomalies if a["kind"] in NAMELESS_KINDS and a["host"] is None)
+    leaf_su, leaf_rail, plan_nodes = m.leaf_su, m.leaf_rail, m.plan_nodes
     for host in sorted(m.hosts, key=natural_key):
         h = m.hosts[host]
-        sus = [m.leaf_su[n["leaf"]] for n in h["nics"] if m.leaf_su.get(n["leaf"])]
+        sus = [leaf_su[n["leaf"]] for n in h["nics"] if leaf_su.get(n["leaf"])]
         # the common host has every NIC in one SU: no vote to hold
         host_su = sus[0] if sus and sus.count(sus[0]) == len(sus) else vote(Counter(sus))
-        if host in m.plan_nodes:
-            host_su = m.plan_nodes[host]["su"]
+        if host in plan_nodes:
+            host_su = plan_nodes[host]["su"]
         rails = []
         taken = set()
         reached = set()  # rails whose leaf this host physically reaches (a swapped pair still reaches both)
-        for n in sorted(h["nics"], key=lambda x: (x["rail"] if x["rail"] is not None else 999, natural_key(x["hca"] or ""))):
-            lr = m.leaf_rail.get(n["leaf"])
+        for n in sorted(h["nics"], key=_nic_order):
+            lr = leaf_rail.get(n["leaf"])
             if n["rail"] is None:
                 n["rail"] = lr
                 n["rail_from"] = "leaf"
@@ -62,15 +63,28 @@ def host_rails(m):
                 m.warnings.append("%s has two NICs on rail %s (%s)" % (host, n["rail"], n["hca"]))
             taken.add(n["rail"])
             reached.add(lr if lr is not None else n["rail"])
-            rails.append({"rail": n["rail"], "hca": n["hca"], "device": n["device"], "guid": n["guid"],
-                          "leaf": n["leaf"], "port": n["port"], "width": n["width"], "speed": n["speed"],
-                          "segment": n["segment"], "rail_from": n["rail_from"], "miscabled": n["miscabled"]})
+            rails.append(_rail_entry(n))
         _missing_host_rails(m, host, h, host_su, reached, nameless_on)
         if host_su in m.sus:
             m.sus[host_su]["hosts"].append(host)
         m.nodes_out[host] = _node_record(m, host, sorted(h["segments"]), host_su, rails, [
             {"hca": n["hca"], "device": n["device"], "guid": n["guid"], "switch": n["leaf"], "port": n["port"]}
             for n in h["other"]])
+
+
+_WORK_KEYS = ("facts_rail", "facts_role", "netdev")
+
+
+def _rail_entry(n):
+    """A rail NIC's record made its entry in the node's ``rails`` (one dict per NIC, not a copy): the
+    keys the model worked with are dropped, the rest are the entry's, in its order."""
+    for key in _WORK_KEYS:
+        n.pop(key, None)
+    return n
+
+
+def _nic_order(n):
+    return (n["rail"] if n["rail"] is not None else 999, natural_key(n["hca"] or ""))
 
 
 def _nic_problem(m, host, host_su, n, lr):
