@@ -115,11 +115,16 @@ def anomaly(kind, message, host=None, hca=None, switch=None, port=None, severity
 
 def mode(values):
     """The most common value (None ignored; ties: the smallest as text), or None."""
-    counts = Counter(v for v in values if v is not None)
-    if not counts:
+    return mode_of_counts(Counter(values))
+
+
+def mode_of_counts(counts):
+    """``mode`` of the values a Counter counted."""
+    seen = [(v, c) for v, c in counts.items() if v is not None]
+    if not seen:
         return None
-    best = max(counts.values())
-    return sorted((v for v, c in counts.items() if c == best), key=str)[0]
+    best = max(c for v, c in seen)
+    return sorted((v for v, c in seen if c == best), key=str)[0]
 
 
 def vote(counter, key=natural_key):

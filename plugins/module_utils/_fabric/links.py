@@ -19,10 +19,11 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from collections import Counter, defaultdict
+from operator import itemgetter
 
 from ansible_collections.gpufleet.provision.plugins.module_utils._parsers import natural_key
 from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.common import (
-    TIER_ORDER, UnionFind, anomaly, link_gbps, mode, vote)
+    TIER_ORDER, UnionFind, anomaly, link_gbps, mode, mode_of_counts, vote)
 
 
 def spine_groups(m):
@@ -100,63 +101,80 @@ def link_anomalies(m, group_of_spine):
         group = groups.get(sw["spine_group"])
         if group is None:
             continue
+        uplinks = sw["uplinks"]
         norm = group["links_per_spine"]
-        for spine in group["spines"]:
-            have = sw["uplinks"].get(spine, 0)
-            if norm is not None and have < norm:
-                what = "no link" if have == 0 else "%d of %d links" % (have, norm)
-                m.anomalies.append(anomaly(
-                    "link_missing", "leaf %s has %s to spine %s (the leaves of its spine group %s have %d): less "
-                    "bandwidth up, and a congested path for its hosts" % (sw["name"], what, spine, group["name"], norm),
-                    switch=sw["name"], peer=spine, segment=sw["segment"], links=have, expected_links=norm,
-                    spine_group=group["name"]))
-        for spine in sorted(sw["uplinks"], key=natural_key):
-            other = group_of_spine.get(spine)
-            if other != group["name"]:
-                m.anomalies.append(anomaly(
-                    "uplink_miscabled", "leaf %s (spine group %s) has %d link(s) to spine %s of spine group %s: "
-                    "traffic of its rail lands on another plane" % (sw["name"], group["name"], sw["uplinks"][spine], spine, other),
-                    switch=sw["name"], peer=spine, segment=sw["segment"], links=sw["uplinks"][spine],
-                    spine_group=group["name"], peer_group=other))
+        spines = group["spines"]
+        # the common leaf has its links to every spine of its group and to no other: one look each, in C
+        if norm is not None and spines and min(map(uplinks.get, spines, [0] * len(spines))) < norm:
+            _missing_uplinks(m, sw, group, norm)
+        if set(map(group_of_spine.get, uplinks)) - {group["name"]}:
+            _foreign_uplinks(m, sw, group, group_of_spine)
 
 
-def _rates(pairs):
-    """Gb/s of each (segment, width, speed), in order, and the norm of each segment (its most
-    common rate); a fabric has few distinct (width, speed): each is computed once."""
-    gbps = {}
-    rates = []
-    per_segment = defaultdict(list)
-    for seg, width, speed in pairs:
-        key = (width, speed)
-        rate = gbps.get(key, False)
-        if rate is False:
-            rate = gbps[key] = link_gbps(width, speed)
-        rates.append(rate)
-        per_segment[seg].append(rate)
-    return rates, dict((seg, mode(values)) for seg, values in per_segment.items())
+def _missing_uplinks(m, sw, group, norm):
+    for spine in group["spines"]:
+        have = sw["uplinks"].get(spine, 0)
+        if have < norm:
+            what = "no link" if have == 0 else "%d of %d links" % (have, norm)
+            m.anomalies.append(anomaly(
+                "link_missing", "leaf %s has %s to spine %s (the leaves of its spine group %s have %d): less "
+                "bandwidth up, and a congested path for its hosts" % (sw["name"], what, spine, group["name"], norm),
+                switch=sw["name"], peer=spine, segment=sw["segment"], links=have, expected_links=norm,
+                spine_group=group["name"]))
+
+
+def _foreign_uplinks(m, sw, group, group_of_spine):
+    for spine in sorted(sw["uplinks"], key=natural_key):
+        other = group_of_spine.get(spine)
+        if other != group["name"]:
+            m.anomalies.append(anomaly(
+                "uplink_miscabled", "leaf %s (spine group %s) has %d link(s) to spine %s of spine group %s: "
+                "traffic of its rail lands on another plane" % (sw["name"], group["name"], sw["uplinks"][spine], spine, other),
+                switch=sw["name"], peer=spine, segment=sw["segment"], links=sw["uplinks"][spine],
+                spine_group=group["name"], peer_group=other))
+
+
+def _slow(items):
+    """items: one (segment, width, speed) per link, in order -> (the indexes of the links slower
+    than their segment's norm, the most common rate; each with its rate) and the norms per segment.
+    A fabric has few distinct items: each is priced once, and the links are looked at in C."""
+    counts = Counter(items)
+    rate_of = {}
+    per_segment = defaultdict(Counter)
+    for item, count in counts.items():
+        rate = rate_of[item] = link_gbps(item[1], item[2])
+        per_segment[item[0]][rate] += count
+    norms = dict((seg, mode_of_counts(rates)) for seg, rates in per_segment.items())
+    slow = set(item for item, rate in rate_of.items()
+               if rate is not None and norms[item[0]] is not None and rate < norms[item[0]])
+    if not slow:
+        return [], norms
+    return [(i, rate_of[item]) for i, item in enumerate(items) if item in slow], norms
+
+
+_SEGMENT_RATE = itemgetter("segment", "width", "speed")
 
 
 def _degraded_host_links(m):
     # Norm per segment: the most common rate among host links.
     nics = [(host, n) for host, h in m.hosts.items() for n in h["nics"] + h["other"]]
-    rates, host_norm = _rates((n["segment"], n["width"], n["speed"]) for _, n in nics)
-    for (host, n), rate in zip(nics, rates):
-        if rate is not None:
-            norm = host_norm[n["segment"]]
-            if norm is not None and rate < norm:
-                m.anomalies.append(anomaly(
-                    "link_degraded", "%s %s on %s port %s runs at %sx%s (%g Gb/s), below the fabric's %g Gb/s"
-                    % (host, n["hca"], n["leaf"], n["port"], n["width"], n["speed"], rate, norm),
-                    host=host, hca=n["hca"], switch=n["leaf"], port=n["port"], segment=n["segment"], severity="error"))
+    slow, host_norm = _slow(list(map(_SEGMENT_RATE, (n for _, n in nics))))
+    for i, rate in slow:
+        host, n = nics[i]
+        norm = host_norm[n["segment"]]
+        m.anomalies.append(anomaly(
+            "link_degraded", "%s %s on %s port %s runs at %sx%s (%g Gb/s), below the fabric's %g Gb/s"
+            % (host, n["hca"], n["leaf"], n["port"], n["width"], n["speed"], rate, norm),
+            host=host, hca=n["hca"], switch=n["leaf"], port=n["port"], segment=n["segment"], severity="error"))
 
 
 def _degraded_switch_links(m):
-    rates, isl_norm = _rates((link[0], link[5], link[6]) for link in m.isl_links)
-    for (seg, sa, pa, sb, pb, width, speed), rate in zip(m.isl_links, rates):
+    slow, isl_norm = _slow(list(map(itemgetter(0, 5, 6), m.isl_links)))
+    for i, rate in slow:
+        seg, sa, pa, sb, pb, width, speed = m.isl_links[i]
         norm = isl_norm[seg]
-        if norm is not None and rate is not None and rate < norm:
-            if TIER_ORDER.get(m.switches[sa]["tier"], 9) > TIER_ORDER.get(m.switches[sb]["tier"], 9):
-                sa, pa, sb, pb = sb, pb, sa, pa  # name the lower switch first: leaf port -> spine port
-            m.anomalies.append(anomaly(
-                "link_degraded", "link %s port %s <-> %s port %s runs at %sx%s (%g Gb/s), below the fabric's %g Gb/s"
-                % (sa, pa, sb, pb, width, speed, rate, norm), switch=sa, port=pa, peer=sb, peer_port=pb, segment=seg))
+        if TIER_ORDER.get(m.switches[sa]["tier"], 9) > TIER_ORDER.get(m.switches[sb]["tier"], 9):
+            sa, pa, sb, pb = sb, pb, sa, pa  # name the lower switch first: leaf port -> spine port
+        m.anomalies.append(anomaly(
+            "link_degraded", "link %s port %s <-> %s port %s runs at %sx%s (%g Gb/s), below the fabric's %g Gb/s"
+            % (sa, pa, sb, pb, width, speed, rate, norm), switch=sa, port=pa, peer=sb, peer_port=pb, segment=seg))
