@@ -9,17 +9,22 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from collections import Counter, defaultdict
+from itertools import chain
+from operator import itemgetter
 
 from ansible_collections.gpufleet.provision.plugins.module_utils._parsers import natural_key
 from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.common import (
     FabricError, NAME_NUM_RE, TIER_ORDER, UnionFind)
+
+_LEAF = itemgetter("leaf")
+_LEAF_RAIL = itemgetter("leaf", "rail")
 
 
 def tiers(m):
     """Stage 3: leaf = switch with adapters; spine = above leaves; core = above spines."""
     leaf_names = set(a["switch"] for a in m.anomalies
                      if a["kind"] in ("unnamed_hca", "suspicious_hostname") and a["switch"] in m.switches)
-    per_leaf = Counter(n["leaf"] for h in m.hosts.values() for nics in (h["nics"], h["other"]) for n in nics)
+    per_leaf = Counter(map(_LEAF, chain.from_iterable(nics for h in m.hosts.values() for nics in (h["nics"], h["other"]))))
     for leaf, count in per_leaf.items():
         m.switches[leaf]["hosts"] += count
     leaf_names.update(per_leaf)
@@ -88,7 +93,7 @@ def scalable_units(m):
     leaf_hosts = defaultdict(set)
     leaf_sets = Counter()   # the hosts of an SU mostly share one set of leaves: count pairs once per set
     for host, h in m.hosts.items():
-        leaves = tuple(sorted(set(n["leaf"] for n in h["nics"])))
+        leaves = tuple(sorted(set(map(_LEAF, h["nics"]))))
         leaf_sets[leaves] += 1
         for leaf in leaves:
             leaf_hosts[leaf].add(host)
@@ -106,7 +111,10 @@ def scalable_units(m):
     su_leaves = defaultdict(list)
     for leaf in leaf_hosts:
         su_leaves[uf.find(leaf)].append(leaf)
-    first_host = dict((root, min((h for l in ls for h in leaf_hosts[l]), key=natural_key)) for root, ls in su_leaves.items())
+    # the SUs are numbered in the natural order of their first hosts (hosts with equal natural keys
+    # are alike for that order, so the one min() returns does not matter)
+    first_host = dict((root, min(set().union(*(leaf_hosts[leaf] for leaf in ls)), key=natural_key))
+                      for root, ls in su_leaves.items())
     for i, root in enumerate(sorted(su_leaves, key=lambda r: natural_key(first_host[r])), 1):
         name = "su%d" % i
         for leaf in su_leaves[root]:
@@ -121,10 +129,10 @@ def _su(name):
 def leaf_rails(m):
     """Stage 5b: the rail of a leaf is the rail most of its NICs carry (ties: the lowest)."""
     votes = defaultdict(Counter)
-    for h in m.hosts.values():
-        for n in h["nics"]:
-            if n["rail"] is not None:
-                votes[n["leaf"]][n["rail"]] += 1
+    pairs = Counter(map(_LEAF_RAIL, chain.from_iterable(h["nics"] for h in m.hosts.values())))
+    for (leaf, rail), count in pairs.items():
+        if rail is not None:
+            votes[leaf][rail] += count
     for leaf, counter in votes.items():
         best = max(counter.values())
         m.leaf_rail[leaf] = min(r for r, c in counter.items() if c == best)
