@@ -149,3 +149,15 @@ def test_isolated_adapter_with_a_default_name_names_no_host():
     m = model_until(fab, "read_captures")
     got = sorted((a["guid"], a["host"], a["hca"]) for a in m.anomalies if a["kind"] == "isolated_hca")
     assert got == sorted([(lone, None, None), (named, "gpu00009", "mlx5_0")])
+
+
+def test_slow_links_are_judged_per_segment_against_the_most_common_rate():
+    # segment a: three 4xNDR links, one 4xHDR (slow), one with no rate (not judged); segment b: one
+    # 1xNDR and one 4xNDR, a tie broken by the smaller rate as text ("100.0" < "400.0"), so the 4xNDR
+    # link is not slow; segment c: only links without a rate (no norm)
+    items = [("a", 4, "NDR"), ("a", 4, "HDR"), ("b", 4, "NDR"), ("a", 4, "NDR"), ("a", None, None), ("b", 1, "NDR"),
+             ("a", 4, "NDR"), ("c", 4, "XYZ")]
+    slow, norms = links._slow(items)
+    assert slow == [(1, 200.0)]
+    assert norms == {"a": 400.0, "b": 100.0, "c": None}
+    assert links._slow([]) == ([], {})
