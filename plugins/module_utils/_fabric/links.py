@@ -135,9 +135,9 @@ def _foreign_uplinks(m, sw, group, group_of_spine):
 
 
 def _slow(items):
-    """items: one (segment, width, speed) per link, in order -> (the indexes of the links slower
-    than their segment's norm, the most common rate; each with its rate) and the norms per segment.
-    A fabric has few distinct items: each is priced once, and the links are looked at in C."""
+    """items: one (segment, width, speed) per link, in order -> ([(index, Gb/s)] of the links slower
+    than their segment's norm, {segment: norm}); a segment's norm is its most common rate. A fabric
+    has few distinct items: each is priced once, and the links are counted and picked out in C."""
     counts = Counter(items)
     rate_of = {}
     per_segment = defaultdict(Counter)
