@@ -157,10 +157,10 @@ _SEGMENT_RATE = itemgetter("segment", "width", "speed")
 
 def _degraded_host_links(m):
     # Norm per segment: the most common rate among host links.
-    nics = [(host, n) for host, h in m.hosts.items() for n in h["nics"] + h["other"]]
-    slow, host_norm = _slow(list(map(_SEGMENT_RATE, (n for _, n in nics))))
+    owners = [(host, n) for host, h in m.hosts.items() for n in h["nics"] + h["other"]]
+    slow, host_norm = _slow(list(map(_SEGMENT_RATE, map(itemgetter(1), owners))))
     for i, rate in slow:
-        host, n = nics[i]
+        host, n = owners[i]
         norm = host_norm[n["segment"]]
         m.anomalies.append(anomaly(
             "link_degraded", "%s %s on %s port %s runs at %sx%s (%g Gb/s), below the fabric's %g Gb/s"
