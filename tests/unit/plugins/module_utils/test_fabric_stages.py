@@ -161,3 +161,55 @@ def test_slow_links_are_judged_per_segment_against_the_most_common_rate():
     assert slow == [(1, 200.0)]
     assert norms == {"a": 400.0, "b": 100.0, "c": None}
     assert links._slow([]) == ([], {})
+
+
+# An adapter whose block comes before its leaf's (the link's a end is the adapter), a router on a
+# leaf port, and two adapters cabled to each other: the links read_captures leaves to _attach.
+ODD_LINKS = """\
+vendid=0x2c9
+devid=0x101b
+sysimgguid=0x1111111111111111
+caguid=0x1111111111111111
+Ca\t1 "H-1111111111111111"\t\t# "gpu01 mlx5_0"
+[1](1111111111111111) \t"S-aaaaaaaaaaaaaaaa"[3]\t\t# lid 5 lmc 0 "leaf-1" lid 2 4xNDR
+
+vendid=0x2c9
+devid=0xd2f0
+sysimgguid=0xaaaaaaaaaaaaaaaa
+switchguid=0xaaaaaaaaaaaaaaaa(aaaaaaaaaaaaaaaa)
+Switch\t40 "S-aaaaaaaaaaaaaaaa"\t\t# "leaf-1" enhanced port 0 lid 2 lmc 0
+[3]\t"H-1111111111111111"[1](1111111111111111) \t\t# "gpu01 mlx5_0" lid 5 4xNDR
+[4]\t"R-3333333333333333"[1]\t\t# "router-1" lid 7 4xNDR
+
+vendid=0x2c9
+devid=0x1
+sysimgguid=0x3333333333333333
+rtguid=0x3333333333333333
+Rt\t1 "R-3333333333333333"\t\t# "router-1"
+[1](3333333333333333) \t"S-aaaaaaaaaaaaaaaa"[4]\t\t# lid 7 lmc 0 "leaf-1" lid 2 4xNDR
+
+vendid=0x2c9
+devid=0x101b
+sysimgguid=0x2222222222222222
+caguid=0x2222222222222222
+Ca\t1 "H-2222222222222222"\t\t# "gpu02 mlx5_0"
+[1](2222222222222222) \t"H-4444444444444444"[1]\t\t# lid 8 lmc 0 "gpu03 mlx5_0" lid 9 4xNDR
+
+vendid=0x2c9
+devid=0x101b
+sysimgguid=0x4444444444444444
+caguid=0x4444444444444444
+Ca\t1 "H-4444444444444444"\t\t# "gpu03 mlx5_0"
+[1](4444444444444444) \t"H-2222222222222222"[1]\t\t# lid 9 lmc 0 "gpu02 mlx5_0" lid 8 4xNDR
+"""
+
+
+def test_read_captures_alone_on_links_not_read_inline():
+    m = _fabric.Model()
+    adapters.read_captures(m, [parse(ODD_LINKS, "seg.out")])
+    assert m.cas == [{"guid": "1111111111111111", "desc": "gpu01 mlx5_0", "switch": "leaf-1", "port": 3,
+                      "width": 4, "speed": "NDR", "segment": "seg", "lid": None}]
+    assert m.warnings == [
+        "seg.out:14: router 3333333333333333 on switch port 4 is not a host adapter; ignored",
+        "seg.out:28: link between two adapters 2222222222222222 and 4444444444444444 ignored (back-to-back cable)"]
+    assert m.anomalies == [] and not m.isl
