@@ -97,14 +97,8 @@ def read_captures(m, captures):
 
 
 def _attach(m, a, b, link, segment):
-    if a is None or b is None:
-        return
-    if a["kind"] == "switch" and b["kind"] == "switch":
-        sa, sb = m.sw_by_guid[a["guid"]], m.sw_by_guid[b["guid"]]
-        m.isl[(sa, sb)] += 1
-        m.isl[(sb, sa)] += 1
-        m.isl_links.append((segment, sa, link["a_port"], sb, link["b_port"], link["width"], link["speed"]))
-        return
+    """A link that ``read_captures`` does not read inline (a switch on its b end, a router, two
+    adapters): an adapter attachment, or a warning."""
     if a["kind"] == "switch":
         sw, sw_port, ca = a, link["a_port"], b
     elif b["kind"] == "switch":
