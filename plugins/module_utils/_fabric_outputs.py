@@ -123,22 +123,19 @@ def label_value(value):
 
 def labels(doc, host):
     node = doc["nodes"][host]
-    value = label_value
     out = {
         LABEL_PREFIX + "status": node["status"],
-        LABEL_PREFIX + "su": value(node["su"] or ""),
-        LABEL_PREFIX + "block": value(node["block"] or ""),
+        LABEL_PREFIX + "su": label_value(node["su"] or ""),
+        LABEL_PREFIX + "block": label_value(node["block"] or ""),
         LABEL_PREFIX + "rails": str(len(node["rails"])),
     }
     if len(node["segments"]) == 1:
-        out[LABEL_PREFIX + "segment"] = value(node["segments"][0])
+        out[LABEL_PREFIX + "segment"] = label_value(node["segments"][0])
     if node.get("quarantined_by"):
         out[LABEL_PREFIX + "quarantined-by"] = "-".join(node["quarantined_by"])
-    rail_key = _rail_keys.get
     for r in node["rails"]:
-        rail = r["rail"]
-        if rail is not None:
-            out[rail_key(rail) or _rail_key(rail)] = value(r["leaf"])
+        if r["rail"] is not None:
+            out[_rail_key(r["rail"])] = label_value(r["leaf"])
     items = sorted(out.items())
     if "" in out.values():
         items = [kv for kv in items if kv[1] != ""]
@@ -204,12 +201,8 @@ def nccl_ib_hca(doc, host):
     """The NCCL_IB_HCA value of a host (``=mlx5_0:1,...``), or (None, reason)."""
     node = doc["nodes"][host]
     devices = []
-    port_of = _rdma_ports.get
     for r in sorted(node["rails"], key=_rail_order):
-        dev = r["device"]
-        item = "%s:1" % dev if dev else port_of(r["hca"], False)
-        if item is False:
-            item = _rdma_port(r["hca"])
+        item = "%s:1" % r["device"] if r["device"] else _rdma_port(r["hca"])
         if item is None:
             return None, ("%s: adapter %s has no RDMA device name (give node facts for this host)" % (host, r["hca"]))
         devices.append(item)
@@ -228,6 +221,8 @@ _rdma_ports = {}
 def _rdma_port(hca):
     """An adapter named as an RDMA device (mlx5_0) -> its NCCL_IB_HCA item (mlx5_0:1), else None;
     the same few names on every node: each is looked at once."""
+    if hca in _rdma_ports:
+        return _rdma_ports[hca]
     item = "%s:1" % hca if _RDMA_NAME_RE.match(hca or "") else None
     if len(_rdma_ports) < 10000:
         _rdma_ports[hca] = item

@@ -104,16 +104,17 @@ def _natural_rank(names):
     return dict((name, order[key]) for name, key in keys.items())
 
 
-def _sorted_links(links, rank):
-    names = sorted(links, key=rank.__getitem__)
-    return dict(zip(names, map(links.__getitem__, names)))
+def _in_natural_order(by_name, rank):
+    """A dict keyed by switch names, in the natural order of its keys."""
+    names = sorted(by_name, key=rank.__getitem__)
+    return dict(zip(names, map(by_name.__getitem__, names)))
 
 
 def document(m):
     rank = _natural_rank(m.switches)    # the uplinks and downlinks of every switch name switches
     for sw in m.switches.values():
-        sw["uplinks"] = _sorted_links(sw["uplinks"], rank)
-        sw["downlinks"] = _sorted_links(sw["downlinks"], rank)
+        sw["uplinks"] = _in_natural_order(sw["uplinks"], rank)
+        sw["downlinks"] = _in_natural_order(sw["downlinks"], rank)
     names_by_rail = defaultdict(set)
     for h in m.hosts.values():
         for n in h["nics"]:
@@ -137,7 +138,7 @@ def document(m):
                 for s in (m.sus[k] for k in sorted(m.sus, key=natural_key))],
         "spine_groups": m.spine_groups,
         "nodes": dict((h, m.nodes_out[h]) for h in sorted(m.nodes_out, key=natural_key)),
-        "switches": _sorted_links(m.switches, rank),
+        "switches": _in_natural_order(m.switches, rank),
         "blocks": m.blocks,
         "anomalies": m.anomalies,
         "warnings": m.warnings,
