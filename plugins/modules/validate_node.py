@@ -382,20 +382,6 @@ def command_runner(module, timeout):
     return run
 
 
-def write_probe_script(text, folder):
-    """The probe script the action sent, as a file in the module's temporary folder (removed with
-    it when the module exits); None when none was sent."""
-    if not text or not folder:
-        return None
-    path = os.path.join(folder, probe_runs.SCRIPT_NAME)
-    try:
-        with open(path, "w") as handle:
-            handle.write(text)
-    except (IOError, OSError) as exc:
-        raise _profile.ProfileError("probe script: cannot write %s on the node: %s" % (path, exc))
-    return path
-
-
 def node_inputs(params, run, have, systemd, facts=None, script_path=None):
     """The inputs the checks read: recorded ones from ``params``, the rest collected lazily on the
     node through ``run`` (collect.py), the enabled active probes among them (probe_runs.py)."""
@@ -427,7 +413,7 @@ def run(params, runner=None, have=None, systemd=None, tmpdir=None):
         raise _profile.ProfileError("root %s: not a directory" % root)
     facts, warnings = collect(root)
     fs = Root(root)
-    script = write_probe_script(params.get("probe_script"), tmpdir)
+    script = _collect.write_probe_script(params.get("probe_script"), tmpdir)
     outputs, packages, services = node_inputs(params, runner, have, systemd, facts, script)
     inputs = gate.Inputs(facts, profile, packages=packages, services=services, outputs=outputs,
                          output_errors=outputs.errors, grub=gate.read_grub_sources(fs))

@@ -19,7 +19,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
 import re
+
+from ansible_collections.gpufleet.provision.plugins.module_utils import _profile
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate.probe_runs import SCRIPT_NAME
 
 # Read-only commands whose output the checks read, by output name (the validate role's
 # validate_commands defaults to this table). A name with ``{dev}`` stands for one output per device
@@ -255,3 +259,18 @@ class Services(_Lazy):
             self.cause = describe_failure(["systemctl", "show", unit], rc, stdout, stderr, None)
             return None
         return parse_systemctl_show(stdout).get(unit)
+
+
+def write_probe_script(text, folder):
+    """The probe script the action sent, as a file in ``folder`` (the module's temporary folder,
+    removed with it when the module exits) -> its path; None when none was sent. A folder that
+    cannot take it is a ProfileError naming the path, never a traceback."""
+    if not text or not folder:
+        return None
+    path = os.path.join(folder, SCRIPT_NAME)
+    try:
+        with open(path, "w") as handle:
+            handle.write(text)
+    except (IOError, OSError) as exc:
+        raise _profile.ProfileError("probe script: cannot write %s on the node: %s" % (path, exc))
+    return path

@@ -1,6 +1,9 @@
 """The gate's node-side collection (module_utils/_gate/collect.py): parsers on hand-written tool
 output, and commands run lazily, once, only for the checks evaluated."""
+import pytest
+
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate import collect
+from ansible_collections.gpufleet.provision.plugins.module_utils._profile import ProfileError
 
 
 class Runner:
@@ -134,3 +137,12 @@ def test_services_ask_systemd_per_unit_once():
     broken = collect.Services(Runner({"systemctl": (1, "", "Failed to connect to bus")}), systemd=True)
     assert broken.get("nvidia-fabricmanager") is None
     assert broken.cause == "systemctl show nvidia-fabricmanager.service: rc=1, Failed to connect to bus"
+
+
+def test_a_probe_script_that_cannot_be_written_is_an_error_naming_the_path(tmp_path):
+    missing = tmp_path / "gone"
+    with pytest.raises(ProfileError, match="probe script: cannot write %s/gpufleet_probe.py on the node: " % missing):
+        collect.write_probe_script("print(1)\n", str(missing))
+    assert collect.write_probe_script("", str(tmp_path)) is None
+    path = collect.write_probe_script("print(1)\n", str(tmp_path))
+    assert open(path).read() == "print(1)\n"
