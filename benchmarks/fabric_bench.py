@@ -23,6 +23,9 @@ Prints per row the CPU, wall and peak memory of the module, its ratio to the flo
 the anomalies found against those planted (false = found, not planted; missed = planted, not found),
 and per shape the CPU growth per doubling (linear: about 2).
 
+``--instructions`` adds the instructions each of the three executes (callgrind, which the machine's
+CPU noise does not touch; about 10 minutes per shape at 8,192 nodes).
+
 ``--stages`` adds, per run, where the CPU goes: a third child runs the same steps one by one (imports,
 parse, each model stage, render, fabric.json) and prints the CPU of each; ``startup`` is the CPU of
 a process that imports the module and runs an empty AnsibleModule (what every run pays).
@@ -32,6 +35,7 @@ Goal (issue 15): 8,192 x 8 on either shape in at most 4 s CPU and 400 MiB, withi
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -156,7 +160,17 @@ def measure(argv, env=None):
     return b"".join(out_chunks), usage.ru_utime + usage.ru_stime, wall, usage.ru_maxrss / 1024.0
 
 
-def run_one(tmp, nodes, rails, shape, with_stages=False, repeat=3):
+def instructions(argv, env=None):
+    """The instructions argv executes, counted by callgrind (valgrind must be installed)."""
+    proc = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"] + argv, env=env,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
+    found = re.search(r"I\s+refs:\s+([0-9,]+)", proc.stderr.decode(errors="replace"))
+    if proc.returncode != 0 or not found:
+        raise SystemExit("callgrind of %s failed (%d): %s" % (argv[1], proc.returncode, proc.stderr.decode()[-2000:]))
+    return int(found.group(1).replace(",", ""))
+
+
+def run_one(tmp, nodes, rails, shape, with_stages=False, repeat=3, with_instructions=False):
     path = os.path.join(tmp, "%s-%d.out" % (shape, nodes))
     planted = make_capture(nodes, rails, shape, path)
     lines = sum(1 for _ in open(path))
@@ -187,6 +201,12 @@ def run_one(tmp, nodes, rails, shape, with_stages=False, repeat=3):
     seen = json.loads(measure([sys.executable, "-c", IDS, os.path.join(dest, "fabric.json")])[0])
     found = seen["ids"]
     per_stage = stages(path, args, env) if with_stages else None
+    counts = None
+    if with_instructions:
+        subprocess.run(["rm", "-rf", dest, dest + "-fused"], check=True)
+        counts = {"module": instructions([sys.executable, MODULE, args], env),
+                  "floor": instructions([sys.executable, "-c", FLOOR, path]),
+                  "fused": instructions([sys.executable, FUSED, fused_args], env)}
     false = sorted(set(found) - set(planted))
     missed = sorted(set(planted) - set(found))
     files = sum(len(f) for _, _, f in os.walk(dest))
@@ -196,7 +216,7 @@ def run_one(tmp, nodes, rails, shape, with_stages=False, repeat=3):
            "fused_cpu": fused_cpu, "fused_runs": fused, "fused_nics": json.loads(fused_out)["nics"], "nics": seen["nics"],
            "json_mib": os.path.getsize(os.path.join(dest, "fabric.json")) / 1048576.0, "files": files,
            "planted": len(planted), "found": len(found), "false": false, "missed": missed,
-           "summary_lines": len(result["summary_text"].splitlines()), "stages": per_stage}
+           "summary_lines": len(result["summary_text"].splitlines()), "stages": per_stage, "instructions": counts}
     os.remove(path)
     subprocess.run(["rm", "-rf", dest, dest + "-fused"], check=True)
     return row
@@ -222,6 +242,8 @@ def main():
     parser.add_argument("--shapes", default="shared,plane")
     parser.add_argument("--rails", type=int, default=8)
     parser.add_argument("--json", help="also write the rows to this file")
+    parser.add_argument("--instructions", action="store_true",
+                        help="also count the instructions of the module and of both floors (callgrind; slow)")
     parser.add_argument("--stages", action="store_true", help="also print the CPU of each step (parse, model stages, render)")
     parser.add_argument("--repeat", type=int, default=3,
                         help="runs of the module and of the floor per row (the best CPU of each is printed, and the median)")
@@ -238,7 +260,7 @@ def main():
         for shape in args.shapes.split(","):
             prev = None
             for n in sizes:
-                r = run_one(tmp, n, args.rails, shape, args.stages, args.repeat)
+                r = run_one(tmp, n, args.rails, shape, args.stages, args.repeat, args.instructions)
                 growth = (" cpu x%.2f" % (r["cpu"] / prev)) if prev else ""
                 prev = r["cpu"]
                 print("%-6s %6d %8d %7.2f %7.2f %8.0f %8.2f %6.1f %8.2f %6.1f %8.1f %7.1f %5d %7d %d/%d (%d, %d)%s  [median %.2f]" % (
@@ -250,6 +272,11 @@ def main():
                           % (r["fused_nics"], r["nics"]))
                 if n == GOAL["nodes"] and args.rails == 8:
                     print("   " + goal_line(r))
+                if r["instructions"]:
+                    i = r["instructions"]
+                    print("   instructions: module %.2f G, floor %.2f G, fused floor %.2f G: %.1fx the floor (fused floor %.1fx),"
+                          " %.1fx the fused floor" % (i["module"] / 1e9, i["floor"] / 1e9, i["fused"] / 1e9,
+                                                      i["module"] / i["floor"], i["fused"] / i["floor"], i["module"] / i["fused"]))
                 if r["stages"]:
                     big = [(k, v) for k, v in r["stages"] if v >= 0.01]
                     print("   stages (cpu s): " + ", ".join("%s %.2f" % kv for kv in big)
