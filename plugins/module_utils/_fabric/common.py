@@ -8,7 +8,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import re
-from collections import Counter, defaultdict
+from collections import defaultdict
 
 from ansible_collections.gpufleet.provision.plugins.module_utils._ibnetdiscover import SPEED_GBPS
 from ansible_collections.gpufleet.provision.plugins.module_utils._parsers import natural_key
@@ -113,13 +113,8 @@ def anomaly(kind, message, host=None, hca=None, switch=None, port=None, severity
     return item
 
 
-def mode(values):
-    """The most common value (None ignored; ties: the smallest as text), or None."""
-    return mode_of_counts(Counter(values))
-
-
-def mode_of_counts(counts):
-    """``mode`` of the values a Counter counted."""
+def mode(counts):
+    """The most common value a Counter counted (None ignored; ties: the smallest as text), or None."""
     seen = [(v, c) for v, c in counts.items() if v is not None]
     if not seen:
         return None

@@ -23,7 +23,7 @@ from operator import itemgetter
 
 from ansible_collections.gpufleet.provision.plugins.module_utils._parsers import natural_key
 from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.common import (
-    TIER_ORDER, UnionFind, anomaly, link_gbps, mode, mode_of_counts, vote)
+    TIER_ORDER, UnionFind, anomaly, link_gbps, mode, vote)
 
 
 def spine_groups(m):
@@ -85,7 +85,7 @@ def spine_groups(m):
         g["rails"] = rails
         g["kind"] = "rail-plane" if len(rails) == 1 else "shared"
         counts = [c for l in g["leaves"] for s, c in m.switches[l]["uplinks"].items() if group_of_spine[s] == g["name"]]
-        g["links_per_spine"] = mode(counts)
+        g["links_per_spine"] = mode(Counter(counts))
     m.spine_groups = groups
     return group_of_spine
 
@@ -144,7 +144,7 @@ def _slow(items):
     for item, count in counts.items():
         rate = rate_of[item] = link_gbps(item[1], item[2])
         per_segment[item[0]][rate] += count
-    norms = dict((seg, mode_of_counts(rates)) for seg, rates in per_segment.items())
+    norms = dict((seg, mode(rates)) for seg, rates in per_segment.items())
     slow = set(item for item, rate in rate_of.items()
                if rate is not None and norms[item[0]] is not None and rate < norms[item[0]])
     if not slow:
