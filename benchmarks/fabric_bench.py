@@ -14,7 +14,7 @@ the model must report, no more, no fewer). Then, each in a fresh child process:
   pattern, the one thing no parser can skip), measured the same way;
 - the fused floor (``fabric_fused_floor.py``): an Ansible module that parses the common forms and
   writes the nodes' rail entries, the switches and labels.json in one pass, checking nothing else;
-  the least any implementation in CPython can cost (``xfused``: the module's CPU over it).
+  a floor in practice for any implementation in CPython (``xfused``: the module's CPU over it).
 
 Each is run ``--repeat`` times (3), module and floors alternately: a row gives the best CPU of each
 (and the module's median), since this machine's CPU time varies by 10-30% from run to run.
@@ -184,7 +184,7 @@ def run_one(tmp, nodes, rails, shape, with_stages=False, repeat=3, with_instruct
     env = dict(os.environ, PYTHONPATH=BUILD)
     cpus, walls, rsss, floors, fused = [], [], [], [], []
     for _ in range(repeat):
-        # module and floor alternate, so that a noisy spell of the machine weighs on both
+        # module and floors alternate, so that a noisy spell of the machine weighs on both
         subprocess.run(["rm", "-rf", dest], check=True)
         out, cpu, wall, rss = measure([sys.executable, MODULE, args], env)
         result = json.loads(out)

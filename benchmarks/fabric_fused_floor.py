@@ -112,7 +112,7 @@ def rails(hosts):
     return dict((leaf, index[name]) for leaf, name in majority.items())
 
 
-def outputs(switches, hosts, leaf_rail, prefix="fabric.gpufleet.io/"):
+def outputs(hosts, leaf_rail, prefix="fabric.gpufleet.io/"):
     nodes, items = {}, []
     for host in sorted(hosts):
         nics = hosts[host]
@@ -145,7 +145,7 @@ def main():
                                               topology_statuses=dict(type="list", elements="str")))
     gc.disable()
     switches, hosts, confirmed = read(module.params["ibnetdiscover"][0])
-    nodes, labels = outputs(switches, hosts, rails(hosts))
+    nodes, labels = outputs(hosts, rails(hosts))
     write(module.params["dest"], nodes, switches, labels)
     module.exit_json(changed=True, nodes=len(nodes), nics=sum(len(n) for n in hosts.values()),
                      switches=len(switches), confirmed=confirmed)
