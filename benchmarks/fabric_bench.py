@@ -86,9 +86,9 @@ print(json.dumps({"ids": sorted(a["id"] for a in doc["anomalies"]),
 STAGES = r"""
 import json, os, sys, tempfile, time
 t0 = time.process_time()
-from ansible_collections.gpufleet.provision.plugins.module_utils import _fabric_outputs
+from ansible_collections.gpufleet.provision.plugins.module_utils._fabric import outputs as _fabric_outputs
 from ansible_collections.gpufleet.provision.plugins.module_utils._fabric import adapters, hosts, links, model, structure, verdicts
-from ansible_collections.gpufleet.provision.plugins.module_utils._ibnetdiscover import parse_file
+from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.ibnetdiscover import parse_file
 cpu = [("imports", time.process_time() - t0)]
 def step(name, func, *args):
     t = time.process_time()

@@ -22,8 +22,9 @@ import urllib.request
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [os.path.join(REPO, ".build"), REPO]
 
-from ansible_collections.gpufleet.provision.plugins.module_utils import _bios  # noqa: E402
-from ansible_collections.gpufleet.provision.plugins.module_utils._redfish import RedfishClient, power_cycle  # noqa: E402
+from ansible_collections.gpufleet.provision.plugins.module_utils._bmc import bios as _bios  # noqa: E402
+from ansible_collections.gpufleet.provision.plugins.module_utils._bmc.power import power_cycle  # noqa: E402
+from ansible_collections.gpufleet.provision.plugins.module_utils._bmc.redfish import RedfishClient  # noqa: E402
 
 USER, PASSWORD = "bench", "bench-password-123"
 WANT = {"snc": "snc4", "hyperthreading": True, "vtd": True}

@@ -26,10 +26,10 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path[:0] = [os.path.join(REPO, ".build"), REPO]
 
 from lab.hw import ttar  # noqa: E402
-from ansible_collections.gpufleet.provision.plugins.module_utils import _profile  # noqa: E402
+from ansible_collections.gpufleet.provision.plugins.module_utils._desired import profile as _profile  # noqa: E402
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate import gate  # noqa: E402
-from ansible_collections.gpufleet.provision.plugins.module_utils._facts import collect  # noqa: E402
-from ansible_collections.gpufleet.provision.plugins.module_utils._fs import Root  # noqa: E402
+from ansible_collections.gpufleet.provision.plugins.module_utils._node.facts import collect  # noqa: E402
+from ansible_collections.gpufleet.provision.plugins.module_utils._node.fs import Root  # noqa: E402
 from ansible_collections.gpufleet.provision.plugins.modules import validate_node  # noqa: E402
 
 TREE = os.path.join(REPO, "tests", "fixtures", "trees", "hgx-h100-ref.ttar")

@@ -14,7 +14,7 @@ import time
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpufleet.provision.plugins.module_utils import _report
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate import report as _report
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate import probe_runs
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.options import ARGUMENT_SPEC, CONTROLLER_OPTIONS
 from ansible_collections.gpufleet.provision.plugins.plugin_utils import gate_reports

@@ -23,7 +23,7 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_text
 
-from ansible_collections.gpufleet.provision.plugins.module_utils._parsers import hostlist as _hostlist
+from ansible_collections.gpufleet.provision.plugins.module_utils._node.parsers import hostlist as _hostlist
 
 # Per status, how many nodes are named one per line before the rest is counted (a fleet run).
 MAX_LINES = 20
@@ -208,7 +208,7 @@ def gate_summary(results, details=True):
         lines.append(to_text(result["summary"]))
         if details:
             # imported here: this file loads in every worker that resolves one of our filters
-            from ansible_collections.gpufleet.provision.plugins.module_utils._report import details as red_lines
+            from ansible_collections.gpufleet.provision.plugins.module_utils._gate.report import details as red_lines
             lines.extend(red_lines({"checks": result.get("red") or []}))
     return lines
 

@@ -9,8 +9,8 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.provision.plugins.module_utils import _parsers
-from ansible_collections.gpufleet.provision.plugins.module_utils._parsers import hostlist as _hostlist
+from ansible_collections.gpufleet.provision.plugins.module_utils._node import parsers as _parsers
+from ansible_collections.gpufleet.provision.plugins.module_utils._node.parsers import hostlist as _hostlist
 
 
 def _ints(value, what):

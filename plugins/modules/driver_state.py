@@ -89,7 +89,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.provision.plugins.module_utils import _driver_state as S
+from ansible_collections.gpufleet.provision.plugins.module_utils._os import driver_state as S
 
 
 def _read(root, rel):

@@ -200,9 +200,9 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.gpufleet.provision.plugins.module_utils import _fabric_outputs
+from ansible_collections.gpufleet.provision.plugins.module_utils._fabric import outputs as _fabric_outputs
 from ansible_collections.gpufleet.provision.plugins.module_utils._fabric import model as _fabric
-from ansible_collections.gpufleet.provision.plugins.module_utils._ibnetdiscover import parse_file
+from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.ibnetdiscover import parse_file
 
 DIFF_LIMIT = 64 * 1024
 

@@ -96,23 +96,25 @@ reboot_reasons:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.provision.plugins.module_utils import _grub, _nextboot, _oslayer
-from ansible_collections.gpufleet.provision.plugins.module_utils._fs import Root
+from ansible_collections.gpufleet.provision.plugins.module_utils._os import grub as _grub
+from ansible_collections.gpufleet.provision.plugins.module_utils._os import nextboot as _nextboot
+from ansible_collections.gpufleet.provision.plugins.module_utils._os import state as os_state
+from ansible_collections.gpufleet.provision.plugins.module_utils._node.fs import Root
 
 
 def _regenerate(module):
     argv = module.params["regenerate"]
     rc, out, err = module.run_command(argv)
     if rc != 0:
-        raise _oslayer.OsLayerError("%s failed (exit %d): %s" % (" ".join(argv), rc, (err or out).strip()[-2000:]))
-    return _oslayer.read_cfg(Root(module.params["root"]), module.params["grub_cfg"])
+        raise os_state.OsLayerError("%s failed (exit %d): %s" % (" ".join(argv), rc, (err or out).strip()[-2000:]))
+    return os_state.read_cfg(Root(module.params["root"]), module.params["grub_cfg"])
 
 
 def run(module):
     p = module.params
-    state = _oslayer.default_state(p["root"], p["hardware_root"], p["release"], p["grub_cfg"])
+    state = os_state.default_state(p["root"], p["hardware_root"], p["release"], p["grub_cfg"])
     state["predict"] = module.check_mode
-    plan = _oslayer.default_plan(state)
+    plan = os_state.default_plan(state)
     before = state["entry"]["release"] if state["entry"] else None
     result = {"changed": plan["regenerate"] or bool(plan["set_default"]), "previous_release": before,
               "next_release": plan["next"], "grub_default": None, "regenerated": plan["regenerate"]}
@@ -122,17 +124,17 @@ def run(module):
         if entry is None or entry["release"] != p["release"]:
             value = _grub.entry_for_release(cfg or "", p["release"])
             if value is None:
-                raise _oslayer.OsLayerError("%s has no menu entry for kernel %s after %s" % (
+                raise os_state.OsLayerError("%s has no menu entry for kernel %s after %s" % (
                     p["grub_cfg"], p["release"], " ".join(p["regenerate"])))
             edits = _grub.set_default(state["sources"], value)
             for rel, text in edits.items():
-                _oslayer.write_file(module, Root(p["root"]).join(rel), text)
+                os_state.write_file(module, Root(p["root"]).join(rel), text)
             result["grub_default"] = value
             cfg = _regenerate(module)
             result["regenerated"] = True
             entry = _grub.default_entry(cfg) if cfg else None
             if entry is None or entry["release"] != p["release"]:
-                raise _oslayer.OsLayerError("GRUB_DEFAULT=%s written, but the default entry of %s boots %s, not %s" % (
+                raise os_state.OsLayerError("GRUB_DEFAULT=%s written, but the default entry of %s boots %s, not %s" % (
                     value, p["grub_cfg"], entry["release"] if entry else "nothing", p["release"]))
     elif module.check_mode and plan["set_default"]:
         result["grub_default"] = "(the menu entry of %s)" % p["release"]
@@ -157,7 +159,7 @@ def main():
     )
     try:
         result = run(module)
-    except _oslayer.OsLayerError as exc:
+    except os_state.OsLayerError as exc:
         module.fail_json(msg="grub_default: %s" % exc)
     module.exit_json(**result)
 

@@ -130,8 +130,10 @@ reboot_reasons:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.provision.plugins.module_utils import _cmdline, _nextboot, _oslayer
-from ansible_collections.gpufleet.provision.plugins.module_utils._fs import Root
+from ansible_collections.gpufleet.provision.plugins.module_utils._os import cmdline as _cmdline
+from ansible_collections.gpufleet.provision.plugins.module_utils._os import nextboot as _nextboot
+from ansible_collections.gpufleet.provision.plugins.module_utils._os import state as os_state
+from ansible_collections.gpufleet.provision.plugins.module_utils._node.fs import Root
 
 
 def run(module):
@@ -139,10 +141,10 @@ def run(module):
     try:
         rule = _cmdline.rules(params["required"], params["forbidden"], params["allow_repeated"])
     except _cmdline.CmdlineError as exc:
-        raise _oslayer.OsLayerError(str(exc))
-    state = _oslayer.cmdline_state(params["root"], params["hardware_root"], rule, params["grub_cfg"])
+        raise os_state.OsLayerError(str(exc))
+    state = os_state.cmdline_state(params["root"], params["hardware_root"], rule, params["grub_cfg"])
     plan = state["plan"]
-    regenerate = bool(params["regenerate"]) and _oslayer.needs_regeneration(state, rule)
+    regenerate = bool(params["regenerate"]) and os_state.needs_regeneration(state, rule)
     result = {
         "changed": bool(plan["changed"]) or regenerate,
         "files": sorted(plan["changed"]),
@@ -161,14 +163,14 @@ def run(module):
     if not module.check_mode:
         fs = Root(params["root"])
         for rel, text in sorted(plan["changed"].items()):
-            _oslayer.write_file(module, fs.join(rel), text)
+            os_state.write_file(module, fs.join(rel), text)
         if regenerate:
             rc, out, err = module.run_command(params["regenerate"])
             if rc != 0:
-                raise _oslayer.OsLayerError("%s failed (exit %d): %s" % (" ".join(params["regenerate"]), rc, (err or out).strip()[-2000:]))
-            entry = _oslayer.read_entry(Root(params["root"]), params["grub_cfg"])
+                raise os_state.OsLayerError("%s failed (exit %d): %s" % (" ".join(params["regenerate"]), rc, (err or out).strip()[-2000:]))
+            entry = os_state.read_entry(Root(params["root"]), params["grub_cfg"])
             if entry is not None and _cmdline.owned_view(entry["args"], rule) != _cmdline.owned_view(plan["after"], rule):
-                raise _oslayer.OsLayerError(
+                raise os_state.OsLayerError(
                     "%s ran, but the default entry of %s (%s) boots %s, not what the sources give (%s): does GRUB_DEFAULT "
                     "point to a custom entry?" % (
                         " ".join(params["regenerate"]), params["grub_cfg"], entry["title"], " ".join(entry["args"]),
@@ -196,7 +198,7 @@ def main():
     )
     try:
         result = run(module)
-    except _oslayer.OsLayerError as exc:
+    except os_state.OsLayerError as exc:
         module.fail_json(msg="kernel_cmdline: %s" % exc)
     module.exit_json(**result)
 

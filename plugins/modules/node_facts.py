@@ -67,7 +67,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.provision.plugins.module_utils._facts import collect
+from ansible_collections.gpufleet.provision.plugins.module_utils._node.facts import collect
 
 
 def main():

@@ -157,8 +157,8 @@ import shutil
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.provision.plugins.module_utils._packages import PinError
-from ansible_collections.gpufleet.provision.plugins.module_utils._package_managers import Apt, Dnf, converge
+from ansible_collections.gpufleet.provision.plugins.module_utils._os.packages import PinError
+from ansible_collections.gpufleet.provision.plugins.module_utils._os.package_managers import Apt, Dnf, converge
 
 
 def main():

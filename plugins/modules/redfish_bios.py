@@ -258,8 +258,8 @@ failures:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.provision.plugins.module_utils import _bios
-from ansible_collections.gpufleet.provision.plugins.module_utils._redfish import connection_spec, run_module
+from ansible_collections.gpufleet.provision.plugins.module_utils._bmc import bios as _bios
+from ansible_collections.gpufleet.provision.plugins.module_utils._bmc.redfish import connection_spec, run_module
 
 SETTINGS_SPEC = dict(
     snc=dict(type="str", choices=list(_bios.SNC_VALUES)),

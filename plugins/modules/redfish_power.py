@@ -95,8 +95,8 @@ seconds:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.provision.plugins.module_utils._redfish import (
-    connection_spec, power_cycle, reset_target, run_module)
+from ansible_collections.gpufleet.provision.plugins.module_utils._bmc.power import power_cycle, reset_target
+from ansible_collections.gpufleet.provision.plugins.module_utils._bmc.redfish import connection_spec, run_module
 
 
 def can_reset(system):

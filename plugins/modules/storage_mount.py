@@ -104,7 +104,7 @@ import stat
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.provision.plugins.module_utils._devices import storage
-from ansible_collections.gpufleet.provision.plugins.module_utils._parsers import parse_mounts
+from ansible_collections.gpufleet.provision.plugins.module_utils._node.parsers import parse_mounts
 
 
 def _read_text(path, default=""):

@@ -102,8 +102,9 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.provision.plugins.module_utils import _nextboot, _tuning
-from ansible_collections.gpufleet.provision.plugins.module_utils._fs import Root
+from ansible_collections.gpufleet.provision.plugins.module_utils._os import nextboot as _nextboot
+from ansible_collections.gpufleet.provision.plugins.module_utils._os import tuning as _tuning
+from ansible_collections.gpufleet.provision.plugins.module_utils._node.fs import Root
 
 
 def _read(path):

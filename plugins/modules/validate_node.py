@@ -320,9 +320,9 @@ from ansible_collections.gpufleet.provision.plugins.module_utils._gate import co
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate import gate
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate import probe_runs
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.options import ARGUMENT_SPEC, CONTROLLER_OPTIONS
-from ansible_collections.gpufleet.provision.plugins.module_utils import _profile
-from ansible_collections.gpufleet.provision.plugins.module_utils._facts import collect
-from ansible_collections.gpufleet.provision.plugins.module_utils._fs import Root
+from ansible_collections.gpufleet.provision.plugins.module_utils._desired import profile as _profile
+from ansible_collections.gpufleet.provision.plugins.module_utils._node.facts import collect
+from ansible_collections.gpufleet.provision.plugins.module_utils._node.fs import Root
 
 
 def _node_name(fs, given):

@@ -17,7 +17,7 @@ import os
 import re
 import tempfile
 
-from ansible_collections.gpufleet.provision.plugins.module_utils import _report
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate import report as _report
 
 CONTENT_TYPES = {"json": "application/json", "xml": "application/xml", "prom": "text/plain; version=0.0.4"}
 _STAMP = re.compile(r"^gpufleet_validate_report_timestamp_seconds\{.*$", re.M)

@@ -14,9 +14,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufleet.provision.plugins.module_utils import _cmdline
+from ansible_collections.gpufleet.provision.plugins.module_utils._os import cmdline as _cmdline
 from ansible_collections.gpufleet.provision.plugins.module_utils._desired.registry import AREAS, DesiredError, area
-from ansible_collections.gpufleet.provision.plugins.module_utils._profile import section, size_kb
+from ansible_collections.gpufleet.provision.plugins.module_utils._desired.profile import section, size_kb
 
 HUGEPAGE_KEYS = _cmdline.HUGEPAGE_KEYS
 # Areas named "kernel_cmdline.<part>" add parameters of another part (e.g. devices.py for

@@ -3,8 +3,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """PCIe ACS on the GPU-NIC paths: which bridges, their capability and control, what to write.
 
-No Ansible import (only the standard library and _pcie): the pcie role's boot unit runs this on the
-node without Ansible. The bridges are found from the node's own PCIe paths (node facts: each GPU's
+No Ansible import (only the standard library and ``_node``: facts, fs, parsers, pcie): the pcie
+role's boot unit runs this on the node without Ansible. The bridges are found from the node's own PCIe paths (node facts: each GPU's
 and NIC's chain of bridges from sysfs) exactly as the gate's ``pcie.acs`` check walks them, never
 from a list of addresses.
 """
@@ -16,7 +16,7 @@ __metaclass__ = type
 import re
 import struct
 
-from ansible_collections.gpufleet.provision.plugins.module_utils import _pcie
+from ansible_collections.gpufleet.provision.plugins.module_utils._node import pcie as _pcie
 
 BITS = _pcie.ACS_BITS            # bit 0 first, as lspci prints them
 MASK = (1 << len(BITS)) - 1      # 0x7f: the control bits the PCIe base spec defines (7.7.8.3)
@@ -208,8 +208,8 @@ def converge(root, want, runner, check=False, setpci="setpci"):
     check mode), then reads the config space again and fails naming any bridge that still differs.
     Returns the plan (each item with ``written``). Used by the pcie_acs module and by the boot script.
     """
-    from ansible_collections.gpufleet.provision.plugins.module_utils import _facts  # no Ansible import
-    from ansible_collections.gpufleet.provision.plugins.module_utils._fs import Root
+    from ansible_collections.gpufleet.provision.plugins.module_utils._node import facts as _facts  # no Ansible import
+    from ansible_collections.gpufleet.provision.plugins.module_utils._node.fs import Root
 
     facts, _warnings = _facts.collect(root)
     fs = Root(root)

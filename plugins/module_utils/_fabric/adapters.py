@@ -10,7 +10,7 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.gpufleet.provision.plugins.module_utils._ibnetdiscover import normalize_guid
+from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.ibnetdiscover import normalize_guid
 from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.common import (
     FabricError, SHARP_RE, UNNAMED_RE, anomaly, switch_name)
 

@@ -10,8 +10,8 @@ __metaclass__ = type
 import re
 from collections import defaultdict
 
-from ansible_collections.gpufleet.provision.plugins.module_utils._ibnetdiscover import SPEED_GBPS
-from ansible_collections.gpufleet.provision.plugins.module_utils._parsers import natural_key
+from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.ibnetdiscover import SPEED_GBPS
+from ansible_collections.gpufleet.provision.plugins.module_utils._node.parsers import natural_key
 
 SCHEMA_VERSION = 1
 

@@ -10,7 +10,7 @@ __metaclass__ = type
 
 from collections import Counter
 
-from ansible_collections.gpufleet.provision.plugins.module_utils._parsers import natural_key
+from ansible_collections.gpufleet.provision.plugins.module_utils._node.parsers import natural_key
 from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.common import (
     STATUS_BY_GATE, anomaly, vote)
 

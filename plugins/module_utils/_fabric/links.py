@@ -21,7 +21,7 @@ __metaclass__ = type
 from collections import Counter, defaultdict
 from operator import itemgetter
 
-from ansible_collections.gpufleet.provision.plugins.module_utils._parsers import natural_key
+from ansible_collections.gpufleet.provision.plugins.module_utils._node.parsers import natural_key
 from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.common import (
     TIER_ORDER, UnionFind, anomaly, link_gbps, mode, vote)
 

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Fabric model and analysis: rails, scalable units, spine groups, placement blocks, anomalies, verdicts.
 
-Pure Python over the output of ``_ibnetdiscover.parse`` (and LLDP neighbours for RoCE), usable
+Pure Python over the output of ``ibnetdiscover.parse`` (and LLDP neighbours for RoCE), usable
 without Ansible. ``analyze()`` returns the document that ``fabric.json`` serialises (schema 1,
 docs/fabric.schema.json); it never raises on bad data: everything odd is an anomaly or a warning.
 
@@ -50,7 +50,7 @@ def analyze(captures, nodes=None, lldp=None, plan=None, suspicious_hostnames=DEF
             non_compute_patterns=DEFAULT_NON_COMPUTE_PATTERNS, accept=()):
     """Build the fabric document.
 
-    captures: list of ``_ibnetdiscover.parse`` results (one per fabric segment).
+    captures: list of ``ibnetdiscover.parse`` results (one per fabric segment).
     nodes: {inventory_hostname: {"report": {...}, "facts": <ansible_facts.gpufleet>}} or None.
     lldp: {inventory_hostname: <lldpctl -f json object>} or None.
     plan: cabling plan dict (see docs/fabric.md) or None.

@@ -17,7 +17,7 @@ __metaclass__ = type
 
 from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.common import FabricError
 from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.verdicts import schedulable
-from ansible_collections.gpufleet.provision.plugins.module_utils._parsers import natural_key
+from ansible_collections.gpufleet.provision.plugins.module_utils._node.parsers import natural_key
 
 
 class _Unit(object):

@@ -12,7 +12,7 @@ from collections import Counter, defaultdict
 from itertools import chain
 from operator import itemgetter
 
-from ansible_collections.gpufleet.provision.plugins.module_utils._parsers import natural_key
+from ansible_collections.gpufleet.provision.plugins.module_utils._node.parsers import natural_key
 from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.common import (
     FabricError, NAME_NUM_RE, TIER_ORDER, UnionFind)
 

@@ -10,7 +10,7 @@ __metaclass__ = type
 import fnmatch
 from collections import Counter, defaultdict
 
-from ansible_collections.gpufleet.provision.plugins.module_utils._parsers import natural_key
+from ansible_collections.gpufleet.provision.plugins.module_utils._node.parsers import natural_key
 from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.common import (
     ANOMALY_KINDS, DEFAULT_SUSPICIOUS_HOSTNAMES, QUARANTINE_KINDS, SCHEMA_VERSION)
 

@@ -12,7 +12,7 @@ __metaclass__ = type
 import re
 import shlex
 
-from ansible_collections.gpufleet.provision.plugins.module_utils import _profile
+from ansible_collections.gpufleet.provision.plugins.module_utils._desired import profile as _profile
 
 
 def param_text(key, value):

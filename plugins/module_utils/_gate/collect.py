@@ -22,7 +22,7 @@ __metaclass__ = type
 import os
 import re
 
-from ansible_collections.gpufleet.provision.plugins.module_utils import _profile
+from ansible_collections.gpufleet.provision.plugins.module_utils._desired import profile as _profile
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.probe_runs import SCRIPT_NAME
 
 # Read-only commands whose output the checks read, by output name (the validate role's

@@ -15,7 +15,7 @@ __metaclass__ = type
 
 import fnmatch
 
-from ansible_collections.gpufleet.provision.plugins.module_utils import _profile
+from ansible_collections.gpufleet.provision.plugins.module_utils._desired import profile as _profile
 from ansible_collections.gpufleet.provision.plugins.module_utils._desired import registry as _desired
 
 

@@ -8,15 +8,15 @@ import sys
 
 import pytest
 
-from ansible_collections.gpufleet.provision.plugins.module_utils import _fabric_outputs
+from ansible_collections.gpufleet.provision.plugins.module_utils._fabric import outputs as _fabric_outputs
 from ansible_collections.gpufleet.provision.plugins.module_utils._fabric import model as _fabric
-from ansible_collections.gpufleet.provision.plugins.module_utils._ibnetdiscover import parse
+from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.ibnetdiscover import parse
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 sys.path.insert(0, os.path.join(REPO, "lab", "fabric"))
 
 pytest.importorskip("lab.lab", reason="the lab harness (lab/lab.py) is not in this checkout")
-pytest.importorskip("ansible_collections.gpufleet.provision.plugins.module_utils._facts", reason="node_facts collector absent")
+pytest.importorskip("ansible_collections.gpufleet.provision.plugins.module_utils._node.facts", reason="node_facts collector absent")
 import lab_capture  # noqa: E402
 
 

@@ -23,9 +23,9 @@ import time
 
 import pytest
 
-from ansible_collections.gpufleet.provision.plugins.module_utils import _fabric_outputs
+from ansible_collections.gpufleet.provision.plugins.module_utils._fabric import outputs as _fabric_outputs
 from ansible_collections.gpufleet.provision.plugins.module_utils._fabric import model as _fabric
-from ansible_collections.gpufleet.provision.plugins.module_utils._ibnetdiscover import parse, parse_file
+from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.ibnetdiscover import parse, parse_file
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 sys.path.insert(0, os.path.join(REPO, "lab", "fabric"))

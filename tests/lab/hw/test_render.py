@@ -3,8 +3,8 @@ import os
 
 import pytest
 
-from ansible_collections.gpufleet.provision.plugins.module_utils import _pcie
-from ansible_collections.gpufleet.provision.plugins.module_utils._facts import collect
+from ansible_collections.gpufleet.provision.plugins.module_utils._node import pcie as _pcie
+from ansible_collections.gpufleet.provision.plugins.module_utils._node.facts import collect
 from lab.hw import fixtures, render
 
 REF_CMDLINE = "BOOT_IMAGE=/vmlinuz ro hugepagesz=1G hugepages=64 intel_iommu=on"

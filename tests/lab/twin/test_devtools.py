@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from ansible_collections.gpufleet.provision.plugins.module_utils._devices import acs, firmware, nic
-from ansible_collections.gpufleet.provision.plugins.module_utils._facts import collect
+from ansible_collections.gpufleet.provision.plugins.module_utils._node.facts import collect
 from lab.hw import fixtures, render
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))

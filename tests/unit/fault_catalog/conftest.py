@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate import gate
-from ansible_collections.gpufleet.provision.plugins.module_utils import _profile
-from ansible_collections.gpufleet.provision.plugins.module_utils._facts import collect
-from ansible_collections.gpufleet.provision.plugins.module_utils._fs import Root
+from ansible_collections.gpufleet.provision.plugins.module_utils._desired import profile as _profile
+from ansible_collections.gpufleet.provision.plugins.module_utils._node.facts import collect
+from ansible_collections.gpufleet.provision.plugins.module_utils._node.fs import Root
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 TREES = os.path.join(REPO, "tests", "fixtures", "trees")

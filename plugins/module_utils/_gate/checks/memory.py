@@ -7,7 +7,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufleet.provision.plugins.module_utils import _profile
+from ansible_collections.gpufleet.provision.plugins.module_utils._desired import profile as _profile
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.framework import Skip, outcome, registrar
 
 

@@ -7,7 +7,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufleet.provision.plugins.module_utils import _pcie, _profile
+from ansible_collections.gpufleet.provision.plugins.module_utils._node import pcie as _pcie
+from ansible_collections.gpufleet.provision.plugins.module_utils._desired import profile as _profile
 from ansible_collections.gpufleet.provision.plugins.module_utils._desired import drivers
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.framework import CheckError, Skip, outcome, registrar
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.parsers.ofed import parse_mlxconfig, parse_ofed_info, parse_vermagic

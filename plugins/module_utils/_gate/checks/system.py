@@ -7,7 +7,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufleet.provision.plugins.module_utils import _cmdline, _profile
+from ansible_collections.gpufleet.provision.plugins.module_utils._os import cmdline as _cmdline
+from ansible_collections.gpufleet.provision.plugins.module_utils._desired import profile as _profile
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.framework import CheckError, Skip, outcome, registrar
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.cmdline import analyse_cmdline, grub_tokens, param_text
 

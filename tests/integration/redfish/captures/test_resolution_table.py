@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from ansible_collections.gpufleet.provision.plugins.module_utils import _bios
-from ansible_collections.gpufleet.provision.plugins.module_utils._redfish import RedfishClient
+from ansible_collections.gpufleet.provision.plugins.module_utils._bmc import bios as _bios
+from ansible_collections.gpufleet.provision.plugins.module_utils._bmc.redfish import RedfishClient
 
 ASKED = [("snc", "off"), ("snc", "snc2"), ("snc", "snc4"), ("snc", "nps1"), ("snc", "nps4"),
          ("hyperthreading", True), ("hyperthreading", False), ("vtx", True), ("vtd", True), ("sriov", True),

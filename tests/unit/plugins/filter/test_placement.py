@@ -1,6 +1,6 @@
 """fabric_place: the reference placement, on the real SuperPOD capture and on a hand-made fabric.
 
-Block sizes of the real capture were counted by hand (tests/unit/plugins/module_utils/test_fabric.py):
+Block sizes of the real capture were counted by hand (tests/unit/plugins/module_utils/_fabric/test_model.py):
 SU k = rack prefix k; su2-b1 11 hosts, su3-b1 18, su4-b1 17, su5-b1 18, su6-b1 15, su7-b1 16, su8-b1 13.
 su1's 10 hosts miss rail 2 and b08-p1-dgx-08-c01 has a swapped pair: the fabric quarantines them.
 """
@@ -12,7 +12,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.provision.plugins.filter.placement import FilterModule, fabric_place
 from ansible_collections.gpufleet.provision.plugins.module_utils._fabric import model as _fabric
-from ansible_collections.gpufleet.provision.plugins.module_utils._ibnetdiscover import parse, parse_file
+from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.ibnetdiscover import parse, parse_file
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "lab", "fabric"))
 import ibnetgen  # noqa: E402

@@ -13,9 +13,9 @@ from ansible.plugins.loader import fragment_loader, init_plugin_loader
 from ansible.utils.plugin_docs import add_fragments
 
 from ansible_collections.gpufleet.provision.plugins.inventory import fabric as fabric_inventory
-from ansible_collections.gpufleet.provision.plugins.module_utils import _fabric_outputs
+from ansible_collections.gpufleet.provision.plugins.module_utils._fabric import outputs as _fabric_outputs
 from ansible_collections.gpufleet.provision.plugins.module_utils._fabric import model as _fabric
-from ansible_collections.gpufleet.provision.plugins.module_utils._ibnetdiscover import parse
+from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.ibnetdiscover import parse
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 sys.path.insert(0, os.path.join(REPO, "lab", "fabric"))

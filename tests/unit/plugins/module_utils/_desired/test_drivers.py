@@ -5,10 +5,10 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.gpufleet.provision.plugins.module_utils import _profile
+from ansible_collections.gpufleet.provision.plugins.module_utils._desired import profile as _profile
 from ansible_collections.gpufleet.provision.plugins.module_utils._desired import registry as _desired
 from ansible_collections.gpufleet.provision.plugins.module_utils._desired import drivers as D
-from ansible_collections.gpufleet.provision.plugins.module_utils._packages import matches
+from ansible_collections.gpufleet.provision.plugins.module_utils._os.packages import matches
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", ".."))
 

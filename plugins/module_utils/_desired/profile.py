@@ -1,0 +1,320 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The node profile (golden manifest): schema, validation and normalisation.
+
+A profile is plain data (a YAML mapping in group_vars or inventories/profiles/*.yml) that says what
+a node of one class must be. It is validated like an argument_spec, but strictly: an unknown key is
+an error naming the key (``profile key kernel.cmdlne: unknown (known: cmdline, release)``), because a
+typo would otherwise silently turn a check off. Versions must be strings: YAML reads ``22.10`` as the
+float 22.1, so a number where a version belongs is an error, not a conversion.
+
+docs/profile.md documents every key; keep it in step with SCHEMA below.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+from ansible_collections.gpufleet.provision.plugins.module_utils._bmc.bios_values import POWER_PROFILES, SNC_VALUES
+from ansible_collections.gpufleet.provision.plugins.module_utils._node.parsers import IB_ERROR_COUNTERS
+from ansible_collections.gpufleet.provision.plugins.module_utils._node.pcie import AFFINITY_ORDER
+
+
+class ProfileError(ValueError):
+    """The profile is not valid; the message names the key and the cause."""
+
+
+def _opt(type_, **kw):
+    kw["type"] = type_
+    return kw
+
+
+# Each entry: type (str|int|float|bool|list|dict|sizes), optional choices, elements (list),
+# options (dict with known keys), values (dict of free keys: the value type).
+SCHEMA = {
+    "name": _opt("str"),
+    "description": _opt("str"),
+    "host_mode": _opt("str", choices=["bare_metal", "virtualization"]),
+    "require": _opt("list", elements="str"),
+    "os": _opt("dict", options={
+        "id": _opt("str"),
+        "version_id": _opt("str"),
+    }),
+    # Desired state of the bios role: portable settings (translated per BMC vendor by _bmc.bios) and raw
+    # attributes (checked against the BMC's attribute registry).
+    "bios": _opt("dict", options={
+        "settings": _opt("dict", options={
+            "snc": _opt("str", choices=list(SNC_VALUES)),
+            "hyperthreading": _opt("bool"),
+            "vtx": _opt("bool"),
+            "vtd": _opt("bool"),
+            "sriov": _opt("bool"),
+            "acs": _opt("bool"),
+            "power_profile": _opt("str", choices=list(POWER_PROFILES)),
+        }),
+        "attributes": _opt("dict", values="scalar"),
+    }),
+    "kernel": _opt("dict", options={
+        "release": _opt("str"),
+        # Desired state of the kernel role: package names (unset: derived per OS family from the
+        # release) and the exact package version (unset: the repository's candidate).
+        "packages": _opt("list", elements="str"),
+        "version": _opt("str"),
+        "cmdline": _opt("dict", options={
+            "required": _opt("list", elements="str"),
+            "forbidden": _opt("list", elements="str"),
+            "allow_repeated": _opt("list", elements="str"),
+        }),
+        "grub_sources": _opt("bool"),
+    }),
+    "memory": _opt("dict", options={
+        "hugepages": _opt("sizes"),
+        "hugepages_per_node": _opt("sizes"),
+        "thp": _opt("str", choices=["always", "madvise", "never"]),
+        "numa_balancing": _opt("bool"),
+    }),
+    "cpu": _opt("dict", options={
+        "smt": _opt("bool"),
+        "governor": _opt("str"),
+        "vtx": _opt("bool"),
+    }),
+    "iommu": _opt("dict", options={
+        "enabled": _opt("bool"),
+    }),
+    "numa": _opt("dict", options={
+        "nodes": _opt("int"),
+        "cpus_per_node": _opt("int"),
+    }),
+    "gpu": _opt("dict", options={
+        "count": _opt("int"),
+        "model": _opt("str"),
+        "device_id": _opt("str"),
+        "min_link_speed_gts": _opt("float"),
+        "min_link_width": _opt("int"),
+        "check_current_speed": _opt("bool"),
+    }),
+    "nvidia": _opt("dict", options={
+        "driver_version": _opt("str"),
+        "fabricmanager": _opt("bool"),
+        "flavor": _opt("str", choices=["server", "open", "server-open"]),
+        "imex": _opt("bool"),
+        "nvlsm": _opt("bool"),
+        "peermem": _opt("bool"),
+        "persistenced": _opt("bool"),
+    }),
+    "nic": _opt("dict", options={
+        "rails": _opt("int"),
+        "affinity": _opt("list", elements="str", choices=list(AFFINITY_ORDER)),
+        "ats": _opt("bool"),
+    }),
+    "ib": _opt("dict", options={
+        "state": _opt("str"),
+        "phys_state": _opt("str"),
+        "min_rate_gbps": _opt("float"),
+        "link_layer": _opt("str", choices=["InfiniBand", "Ethernet"]),
+        "scope": _opt("str", choices=["rail", "all"]),
+    }),
+    "ofed": _opt("dict", options={
+        "version": _opt("str"),
+        "kernel_match": _opt("bool"),
+        "distribution": _opt("str", choices=["mlnx_ofed", "doca_ofed"]),
+    }),
+    "firmware": _opt("dict", options={
+        "nic": _opt("dict", values="str"),
+        "nvme": _opt("dict", values="str"),
+        "allow_downgrade": _opt("bool"),
+    }),
+    "storage": _opt("dict", options={
+        "mounts": _opt("list", elements="dict", options={
+            "path": _opt("str", required=True),
+            "fstype": _opt("str"),
+            "min_size_gb": _opt("float"),
+            "min_free_gb": _opt("float"),
+            "device": _opt("str"),
+            "options": _opt("str"),
+        }),
+    }),
+    "pcie": _opt("dict", options={
+        "acs_kernel_param": _opt("bool"),
+    }),
+    "packages": _opt("dict", options={
+        "held": _opt("list", elements="str"),
+    }),
+    # Health thresholds of the gate (docs/profile.md "health"): data, not code.
+    "health": _opt("dict", options={
+        "xid_critical": _opt("list", elements="int"),
+        "ecc": _opt("bool"),
+        "persistence_mode": _opt("bool"),
+        "peermem": _opt("bool"),
+        "throttle_reasons": _opt("list", elements="str"),
+        "nvlink": _opt("dict", options={
+            "links": _opt("int"),
+            "min_gbps": _opt("float"),
+        }),
+        # Maximum allowed value per InfiniBand error counter (ports/<p>/counters/<name>).
+        "ib_counters": _opt("dict", options=dict((name, _opt("int")) for name in IB_ERROR_COUNTERS)),
+        "nvme": _opt("dict", options={
+            "count": _opt("int"),
+            "min_spare_percent": _opt("int"),
+            "max_media_errors": _opt("int"),
+            "max_percent_used": _opt("int"),
+        }),
+    }),
+    "probes": _opt("dict", options={
+        "nccl": _opt("dict", options={
+            "enabled": _opt("bool"),
+            "transport": _opt("str", choices=["IB", "Socket"]),
+            "min_hcas": _opt("int"),
+            "gdr": _opt("bool"),
+            "min_busbw_gbps": _opt("float"),
+        }),
+        "h2d": _opt("dict", options={
+            "enabled": _opt("bool"),
+            "min_gbps": _opt("float"),
+            "max_spread_gbps": _opt("float"),
+        }),
+        "p2p": _opt("dict", options={
+            "enabled": _opt("bool"),
+            "min_gbps": _opt("float"),
+        }),
+        "gdr": _opt("dict", options={
+            "enabled": _opt("bool"),
+            "min_gbps": _opt("float"),
+        }),
+        "dcgm": _opt("dict", options={
+            "enabled": _opt("bool"),
+        }),
+    }),
+}
+
+_SIZE = re.compile(r"^(\d+)\s*([kKmMgG]?)[bB]?$")
+_MULT = {"": 1, "k": 1, "m": 1024, "g": 1024 * 1024}
+
+
+def size_kb(value):
+    """Hugepage size as the kernel names it -> kB string: ``1G`` -> "1048576", ``2M`` -> "2048".
+
+    A bare number is kB already (sysfs: ``hugepages-1048576kB``).
+    """
+    match = _SIZE.match(str(value).strip())
+    if not match:
+        raise ValueError("not a hugepage size (use 2M, 1G or kB): %r" % (value,))
+    return str(int(match.group(1)) * _MULT[match.group(2).lower()])
+
+
+def _type_name(value):
+    return type(value).__name__
+
+
+def _check_scalar(where, spec_type, value):
+    if spec_type == "str":
+        if not isinstance(value, str):
+            hint = " (quote it: YAML reads 22.10 as 22.1)" if isinstance(value, float) else ""
+            raise ProfileError("profile key %s: must be a string, got %s %r%s" % (where, _type_name(value), value, hint))
+    elif spec_type == "bool":
+        if not isinstance(value, bool):
+            raise ProfileError("profile key %s: must be true or false, got %s %r" % (where, _type_name(value), value))
+    elif spec_type == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ProfileError("profile key %s: must be an integer, got %s %r" % (where, _type_name(value), value))
+    elif spec_type == "scalar":
+        if isinstance(value, (dict, list)) or value is None:
+            raise ProfileError("profile key %s: must be a string, number or boolean, got %s" % (where, _type_name(value)))
+    elif spec_type == "float":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ProfileError("profile key %s: must be a number, got %s %r" % (where, _type_name(value), value))
+        return float(value)
+    return value
+
+
+def _check(where, spec, value):
+    if value is None:
+        if spec.get("required"):
+            raise ProfileError("profile key %s: required" % where)
+        return None
+    kind = spec["type"]
+    if kind == "dict":
+        if not isinstance(value, dict):
+            raise ProfileError("profile key %s: must be a mapping, got %s %r" % (where, _type_name(value), value))
+        if "options" in spec:
+            return _check_options(where, spec["options"], value)
+        out = {}
+        for key, item in value.items():
+            out[str(key)] = _check_scalar("%s.%s" % (where, key), spec["values"], item)
+        return out
+    if kind == "sizes":
+        if not isinstance(value, dict):
+            raise ProfileError("profile key %s: must be a mapping of hugepage size to count, got %r" % (where, value))
+        out = {}
+        for key, count in value.items():
+            try:
+                kb = size_kb(key)
+            except ValueError as exc:
+                raise ProfileError("profile key %s.%s: %s" % (where, key, exc))
+            if kb in out:
+                raise ProfileError("profile key %s.%s: size given twice (%s kB)" % (where, key, kb))
+            _check_scalar("%s.%s" % (where, key), "int", count)
+            out[kb] = count
+        return out
+    if kind == "list":
+        if not isinstance(value, list):
+            raise ProfileError("profile key %s: must be a list, got %s %r" % (where, _type_name(value), value))
+        out = []
+        for index, item in enumerate(value):
+            item_where = "%s[%d]" % (where, index)
+            if spec["elements"] == "dict":
+                out.append(_check(item_where, {"type": "dict", "options": spec["options"]}, item))
+            else:
+                item = _check_scalar(item_where, spec["elements"], item)
+                if spec.get("choices") and item not in spec["choices"]:
+                    raise ProfileError("profile key %s: %r is not one of %s" % (item_where, item, ", ".join(spec["choices"])))
+                out.append(item)
+        return out
+    value = _check_scalar(where, kind, value)
+    if spec.get("choices") and value not in spec["choices"]:
+        raise ProfileError("profile key %s: %r is not one of %s" % (where, value, ", ".join(spec["choices"])))
+    return value
+
+
+def _check_options(where, options, value):
+    out = {}
+    for key in value:
+        if key not in options:
+            name = "%s.%s" % (where, key) if where else str(key)
+            raise ProfileError("profile key %s: unknown (known: %s)" % (name, ", ".join(sorted(options))))
+    for key, spec in options.items():
+        name = "%s.%s" % (where, key) if where else key
+        out[key] = _check(name, spec, value.get(key))
+    return out
+
+
+def validate(profile, check_ids=()):
+    """Return the normalised profile (every known key present, None where unset) or raise ProfileError.
+
+    ``check_ids``: the known check ids, so ``require: [kernel.cmdlin]`` is an error too.
+    """
+    if not isinstance(profile, dict):
+        raise ProfileError("profile: must be a mapping, got %s" % _type_name(profile))
+    out = _check_options("", SCHEMA, profile)
+    if check_ids:
+        for index, check_id in enumerate(out["require"] or []):
+            if check_id not in check_ids:
+                raise ProfileError("profile key require[%d]: unknown check id %r (known: %s)"
+                                   % (index, check_id, ", ".join(sorted(check_ids))))
+    for index, param in enumerate(((out["kernel"] or {}).get("cmdline") or {}).get("required") or []):
+        if not param.strip() or " " in param.strip():
+            raise ProfileError("profile key kernel.cmdline.required[%d]: one parameter per item, got %r" % (index, param))
+    return out
+
+
+def section(profile, *keys):
+    """profile["a"]["b"] or None when any level is unset."""
+    node = profile
+    for key in keys:
+        if not isinstance(node, dict):
+            return None
+        node = node.get(key)
+    return node

@@ -1,0 +1,93 @@
+"""Reboot requests and next-boot problems of the driver area, from state (expectations by hand)."""
+from ansible_collections.gpufleet.provision.plugins.module_utils._os import driver_state as S
+
+# modinfo -k 6.8.0-45-generic mlx5_core, as kmod prints it (fields of the lab's DKMS stand-in; a real
+# module has more: alias, depends, parm lines with their own colons)
+MODINFO = """filename:       /lib/modules/6.8.0-45-generic/updates/dkms/mlx5_core.ko
+version:        23.10
+license:        Dual BSD/GPL
+srcversion:     00000000000000000000001
+depends:
+retpoline:      Y
+name:           mlx5_core
+vermagic:       6.8.0-45-generic SMP preempt mod_unload modversions
+parm:           debug_mask:debug mask: 1 = dump cmd data, 2 = dump cmd exec time, 3 = both. Default=0 (uint)
+"""
+
+
+def test_parse_modinfo():
+    got = S.parse_modinfo(MODINFO)
+    assert got["filename"].endswith("updates/dkms/mlx5_core.ko")
+    assert got["version"] == "23.10" and got["kernel"] == "6.8.0-45-generic"
+    assert got["parm"].startswith("debug_mask:debug mask")
+    assert S.parse_modinfo("") == {}
+
+
+def test_parse_ofed_release():
+    assert S.parse_ofed_release("MLNX_OFED_LINUX-23.10-1.1.9.0:\n") == "23.10-1.1.9.0"
+    assert S.parse_ofed_release("OFED-internal-24.10-1.1.4:\n") == "24.10-1.1.4"
+    assert S.parse_ofed_release("") is None
+
+
+def nvidia_module(version, kernel="6.8.0-45-generic"):
+    return {"version": version, "kernel": kernel}
+
+
+def test_nvidia_wrong_branch_loaded_asks_for_reboot():
+    problems, reasons = S.nvidia_state("550.90.07", "535.183.01", nvidia_module("550.90.07"), {"version": "550.90.07"},
+                                       "6.8.0-45-generic")
+    assert problems == []
+    assert reasons == ["NVIDIA driver 550.90.07 installed, 535.183.01 loaded"]
+
+
+def test_nvidia_converged_no_reboot():
+    assert S.nvidia_state("550.90.07", "550.90.07", nvidia_module("550.90.07"), {}, "6.8.0-45-generic") == ([], [])
+
+
+def test_nvidia_no_driver_loaded():
+    _problems, reasons = S.nvidia_state("550.90.07", None, nvidia_module("550.90.07"), {}, "6.8.0-45-generic")
+    assert reasons == ["NVIDIA driver 550.90.07 installed, none loaded"]
+
+
+def test_nvidia_module_missing_or_wrong_for_the_next_kernel():
+    problems, _reasons = S.nvidia_state("550.90.07", "550.90.07", None, None, "6.8.0-50-generic")
+    assert problems == ["no nvidia kernel module for kernel 6.8.0-50-generic (the precompiled package or the DKMS build "
+                        "for that kernel is missing: are its headers installed?)"]
+    problems, _reasons = S.nvidia_state("550.90.07", "550.90.07", nvidia_module("550.54.15"), {}, "6.8.0-45-generic")
+    assert problems == ["the nvidia module for kernel 6.8.0-45-generic is 550.54.15, the driver pinned is 550.90.07"]
+    problems, _reasons = S.nvidia_state("550.90.07", "550.90.07", nvidia_module("550.90.07"), None, "6.8.0-45-generic")
+    assert problems == ["no nvidia-peermem module for kernel 6.8.0-45-generic (GPUDirect RDMA would be off)"]
+    assert S.nvidia_state("550.90.07", "550.90.07", nvidia_module("550.90.07"), None, "6.8.0-45-generic",
+                          peermem_wanted=False) == ([], [])
+
+
+def test_ofed_built_for_the_kernel_that_will_boot():
+    module = S.parse_modinfo(MODINFO)
+    assert S.ofed_state("23.10-1.1.9.0", "23.10-1.1.9.0", module, "6.8.0-45-generic") == ([], [])
+    problems, _reasons = S.ofed_state("23.10-1.1.9.0", "23.10-1.1.9.0", None, "6.8.0-50-generic")
+    assert problems == ["no mlx5_core module for kernel 6.8.0-50-generic: OFED 23.10-1.1.9.0 could not be built for it"]
+    problems, _reasons = S.ofed_state("23.10-1.1.9.0", "23.10-1.1.9.0", dict(module, kernel="6.8.0-40-generic"), "6.8.0-45-generic")
+    assert problems == ["mlx5_core for kernel 6.8.0-45-generic is built for 6.8.0-40-generic (OFED 23.10-1.1.9.0)"]
+    problems, _reasons = S.ofed_state("24.04-0.7.0.0", "23.10-1.1.9.0", module, "6.8.0-45-generic")
+    assert problems == ["OFED 23.10-1.1.9.0 installed (ofed_info -s), the profile pins 24.04-0.7.0.0"]
+
+
+def test_ofed_loaded_module_differs_from_the_built_one():
+    module = S.parse_modinfo(MODINFO)
+    _problems, reasons = S.ofed_state("23.10-1.1.9.0", "23.10-1.1.9.0", module, "6.8.0-45-generic",
+                                      loaded_version="5.0-0", running_kernel="6.8.0-45-generic")
+    assert reasons == ["OFED mlx5_core 5.0-0 loaded, 23.10 built for kernel 6.8.0-45-generic"]
+    # another kernel running: the kernel role asks for that reboot; nothing to compare here
+    assert S.ofed_state("23.10-1.1.9.0", None, module, "6.8.0-45-generic", "5.0-0", "6.8.0-40-generic") == ([], [])
+
+
+def test_nvidia_peermem_not_loaded_needs_the_boot_that_loads_it():
+    _problems, reasons = S.nvidia_state("550.90.07", "550.90.07", nvidia_module("550.90.07"), {}, "6.8.0-45-generic",
+                                        peermem_loaded=False)
+    assert reasons == ["nvidia-peermem not loaded (loaded at boot from /etc/modules-load.d/nvidia-peermem.conf)"]
+    # the driver reboot covers it; unknown or unwanted: no reason
+    _problems, reasons = S.nvidia_state("550.90.07", "535.183.01", nvidia_module("550.90.07"), {}, "6.8.0-45-generic",
+                                        peermem_loaded=False)
+    assert reasons == ["NVIDIA driver 550.90.07 installed, 535.183.01 loaded"]
+    assert S.nvidia_state("550.90.07", "550.90.07", nvidia_module("550.90.07"), None, "6.8.0-45-generic",
+                          peermem_wanted=False, peermem_loaded=False) == ([], [])
