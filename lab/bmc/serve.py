@@ -134,229 +134,276 @@ class FaultAndSessionMiddleware:
                            [("X-Auth-Token", token), ("Location", uri)])
 
 
-def build_app(args):
+def _sushy_app(args, flavour, bios):
+    """sushy's Flask app, configured in-process for one fake system whose resets take a fixed time."""
     global sushy_main
-    flavour = model.load_flavour(args.flavour)
-    bios = model.BiosModel(flavour, args.state_dir, args.name)
     sushy_dir = os.path.join(bios.dir, "sushy")
     os.makedirs(sushy_dir, exist_ok=True)
     # The fake driver persists its systems in sqlite; bios.json is our source of truth for power.
     for leftover in ("fakedriver.sqlite", "fakedriver.sqlite-wal", "fakedriver.sqlite-shm"):
         if os.path.exists(os.path.join(sushy_dir, leftover)):
             os.unlink(os.path.join(sushy_dir, leftover))
-
     from sushy_tools.emulator import main as sushy_main
     from sushy_tools.emulator.resources.systems import fakedriver
     fakedriver.FakeDriver = make_driver(fakedriver.FakeDriver, args.reset_seconds)
     app = sushy_main.app
-    sysid = flavour["system_id"]
     app.configure(extra_config={
         "SUSHY_EMULATOR_FAKE_DRIVER": True,
         "SUSHY_EMULATOR_STATE_DIR": sushy_dir,
-        "SUSHY_EMULATOR_FAKE_SYSTEMS": [{"uuid": sysid, "name": args.name, "power_state": bios.power,
+        "SUSHY_EMULATOR_FAKE_SYSTEMS": [{"uuid": flavour["system_id"], "name": args.name, "power_state": bios.power,
                                          "external_notifier": False, "nics": []}],
         "SUSHY_EMULATOR_AUTH_FILE": args.htpasswd,
     })
-    # Dell: jobs are listed under the manager's Links.Oem.Dell.Jobs (iDRAC 6/9) and created by a POST
-    # to <manager>/Jobs, which every public client uses; the lab answers both.
-    jobs_post = "/redfish/v1/Managers/%s/Jobs" % flavour["manager_id"]
-    jobs_uri = flavour.get("jobs_link") or jobs_post
-    own_manager = flavour["manager_id"] != sysid   # Dell: iDRAC.Embedded.1 is not sushy's system-backed manager
-    reg = flavour["registry"]
+    return app
 
-    def sync_power():
-        try:
-            bios.set_power(app.systems.get_power_state(sysid))
-        except Exception:  # noqa: BLE001 - power sync is best effort, never fails a request
-            pass
 
-    def bios_resource():
+def _key(path):
+    # BMCs match paths without case and trailing slash (HPE links /redfish/v1/systems/1/bios/)
+    return path.rstrip("/").lower()
+
+
+class VendorResources:
+    """The resources sushy lacks, as the flavour's vendor serves them: Bios, its settings object, the
+    attribute registry, and (Dell) a manager of its own with Jobs."""
+
+    def __init__(self, flavour, bios):
+        self.flavour = flavour
+        self.bios = bios
+        self.reg = flavour["registry"]
+        # Dell: jobs are listed under the manager's Links.Oem.Dell.Jobs (iDRAC 6/9) and created by a
+        # POST to <manager>/Jobs, which every public client uses; the lab answers both.
+        self.jobs_post = "/redfish/v1/Managers/%s/Jobs" % flavour["manager_id"]
+        self.jobs_uri = flavour.get("jobs_link") or self.jobs_post
+        # Dell: iDRAC.Embedded.1 is not sushy's system-backed manager
+        self.own_manager = flavour["manager_id"] != flavour["system_id"]
+
+    def routes(self):
+        """{normalised path: handler} for the paths answered before sushy's own routes."""
+        flavour = self.flavour
+        routes = {
+            _key(flavour["bios_path"]): self.bios_resource,
+            _key(flavour["settings_path"]): self.settings_resource,
+            _key("/redfish/v1/Registries"): self.registries,
+            _key(self.reg["file_path"]): self.registry_file,
+            _key(self.reg["uri"]): self.registry,
+        }
+        if self.own_manager:
+            routes[_key("/redfish/v1/Managers")] = self.managers
+            routes[_key("/redfish/v1/Managers/%s" % flavour["manager_id"])] = self.manager
+        if flavour.get("config_job"):
+            routes[_key(self.jobs_uri)] = self.jobs
+            routes[_key(self.jobs_post)] = self.jobs
+        return routes
+
+    def job_at(self, path):
+        """A Dell job resource under either jobs path, None for any other path."""
+        if not self.flavour.get("config_job"):
+            return None
+        if not (path.startswith(_key(self.jobs_uri) + "/") or path.startswith(_key(self.jobs_post) + "/")):
+            return None
+        job = self.bios.jobs.get(flask.request.path.rstrip("/").rsplit("/", 1)[1])
+        if job is None:
+            return _error(model.BmcError(404, "Base.1.12.ResourceMissingAtURI", "No job at %s." % path))
+        return _json(job)
+
+    def bios_resource(self):
+        flavour, bios = self.flavour, self.bios
         settings = {"@odata.type": "#Settings.v1_3_5.Settings",
                     "SettingsObject": {"@odata.id": flavour["settings_path"]}}
         if flavour["supported_apply_times"]:
             settings["SupportedApplyTimes"] = flavour["supported_apply_times"]
         etag = bios.etag()
         return _json({"@odata.id": flavour["bios_path"], "@odata.type": "#Bios.v1_2_1.Bios", "Id": "Bios",
-                      "@odata.etag": etag, "Name": "BIOS Configuration Current Settings", "AttributeRegistry": reg["id"],
+                      "@odata.etag": etag, "Name": "BIOS Configuration Current Settings", "AttributeRegistry": self.reg["id"],
                       "Attributes": dict(bios.current), "@Redfish.Settings": settings}, headers={"ETag": etag})
 
-    def settings_attributes():
+    def settings_attributes(self):
         # Lenovo Bios/Pending, HPE bios/settings, AMI Bios/SD show every attribute; Dell only pending ones
-        if flavour.get("settings_full"):
-            return dict(bios.current, **bios.pending)
-        return dict(bios.pending)
+        if self.flavour.get("settings_full"):
+            return dict(self.bios.current, **self.bios.pending)
+        return dict(self.bios.pending)
 
-    def settings_resource():
+    def settings_resource(self):
         req = flask.request
-        etag = bios.etag()
+        etag = self.bios.etag()
         if req.method == "GET":
-            return _json({"@odata.id": flavour["settings_path"], "@odata.type": "#Bios.v1_2_1.Bios", "Id": "Settings",
+            return _json({"@odata.id": self.flavour["settings_path"], "@odata.type": "#Bios.v1_2_1.Bios", "Id": "Settings",
                           "@odata.etag": etag, "Name": "BIOS Configuration Pending Settings",
-                          "AttributeRegistry": reg["id"], "Attributes": settings_attributes()}, headers={"ETag": etag})
+                          "AttributeRegistry": self.reg["id"], "Attributes": self.settings_attributes()},
+                         headers={"ETag": etag})
         if req.method != "PATCH":
             return _error(model.BmcError(405, "Base.1.12.OperationNotAllowed", "Use GET or PATCH on %s." % req.path))
-        if_match = req.headers.get("If-Match")
-        if if_match is None and flavour.get("if_match") == "required":
-            # AMI: "A precondition header or annotation is required to change this resource."
-            return _error(model.BmcError(428, "Base.1.12.PreconditionRequired",
-                                         "A precondition header or annotation is required to change this resource."))
-        if if_match is not None and if_match not in (etag, "*"):
-            return _error(model.BmcError(412, "Base.1.12.PreconditionFailed",
-                                         "The ETag supplied did not match the ETag required to change this resource."))
-        body = req.get_json(silent=True)
-        if not isinstance(body, dict):
-            return _error(model.BmcError(400, "Base.1.12.MalformedJSON", "The request body is not a JSON object."))
-        unknown = sorted(set(body) - {"Attributes", "@Redfish.SettingsApplyTime"})
-        if unknown:
-            return _error(model.BmcError(400, "Base.1.12.PropertyUnknown", "Unknown properties: %s." % ", ".join(unknown)))
-        apply_time = (body.get("@Redfish.SettingsApplyTime") or {}).get("ApplyTime")
-        if "@Redfish.SettingsApplyTime" in body and apply_time not in flavour["supported_apply_times"]:
-            return _error(model.BmcError(400, "Base.1.12.PropertyValueNotInList",
-                                         "ApplyTime %r is not supported (supported: %s)." % (
-                                             apply_time, flavour["supported_apply_times"])))
         try:
-            bios.patch(body.get("Attributes"))
-            if flavour.get("config_job") and apply_time == "OnReset":
+            apply_time = self._checked_patch(req, etag)
+            self.bios.patch(req.get_json(silent=True).get("Attributes"))
+            if self.flavour.get("config_job") and apply_time == "OnReset":
                 # iDRAC creates the BIOS config job itself when the PATCH names OnReset.
-                job = bios.create_job(jobs_uri, flavour["settings_path"])
+                job = self.bios.create_job(self.jobs_uri, self.flavour["settings_path"])
                 return _json({"@Message.ExtendedInfo": [{"MessageId": "Base.1.12.Success", "Message": "Job created."}]},
                              202, {"Location": job["@odata.id"]})
         except model.BmcError as exc:
             return _error(exc)
-        if flavour.get("config_job"):
+        if self.flavour.get("config_job"):
             return _json({"@Message.ExtendedInfo": [{
                 "MessageId": "SYS011", "Message": "Pending configuration values; create a configuration job to apply them."}]})
         return flask.Response(status=204)
 
-    def registries():
+    def _checked_patch(self, req, etag):
+        """The PATCH's ApplyTime, once its precondition and body are what the vendor accepts (else BmcError)."""
+        if_match = req.headers.get("If-Match")
+        if if_match is None and self.flavour.get("if_match") == "required":
+            # AMI: "A precondition header or annotation is required to change this resource."
+            raise model.BmcError(428, "Base.1.12.PreconditionRequired",
+                                 "A precondition header or annotation is required to change this resource.")
+        if if_match is not None and if_match not in (etag, "*"):
+            raise model.BmcError(412, "Base.1.12.PreconditionFailed",
+                                 "The ETag supplied did not match the ETag required to change this resource.")
+        body = req.get_json(silent=True)
+        if not isinstance(body, dict):
+            raise model.BmcError(400, "Base.1.12.MalformedJSON", "The request body is not a JSON object.")
+        unknown = sorted(set(body) - {"Attributes", "@Redfish.SettingsApplyTime"})
+        if unknown:
+            raise model.BmcError(400, "Base.1.12.PropertyUnknown", "Unknown properties: %s." % ", ".join(unknown))
+        apply_time = (body.get("@Redfish.SettingsApplyTime") or {}).get("ApplyTime")
+        supported = self.flavour["supported_apply_times"]
+        if "@Redfish.SettingsApplyTime" in body and apply_time not in supported:
+            raise model.BmcError(400, "Base.1.12.PropertyValueNotInList",
+                                 "ApplyTime %r is not supported (supported: %s)." % (apply_time, supported))
+        return apply_time
+
+    def registries(self):
         return _json({"@odata.id": "/redfish/v1/Registries", "Name": "Registry File Collection",
                       "@odata.type": "#MessageRegistryFileCollection.MessageRegistryFileCollection",
-                      "Members": [{"@odata.id": "/redfish/v1/Registries/Messages"}, {"@odata.id": reg["file_path"]}],
+                      "Members": [{"@odata.id": "/redfish/v1/Registries/Messages"}, {"@odata.id": self.reg["file_path"]}],
                       "Members@odata.count": 2})
 
-    def registry_file():
+    def registry_file(self):
         # As captured: Dell's member is ...v1_0_0 while the Bios names ...v1_0_3, its Location the Bios/BiosRegistry
+        reg = self.reg
         language = reg.get("language", "en")
         return _json({"@odata.id": reg["file_path"], "@odata.type": "#MessageRegistryFile.v1_1_3.MessageRegistryFile",
                       "Id": reg.get("file_id") or reg["file_path"].rsplit("/", 1)[1], "Name": "BIOS Attribute Registry File",
                       "Registry": reg.get("file_registry") or reg["id"], "Languages": [language],
                       "Location": [{"Language": language, "Uri": reg["uri"]}]})
 
-    def registry():
-        return _json(model.registry_document(flavour))
+    def registry(self):
+        return _json(model.registry_document(self.flavour))
 
-    def managers():
+    def managers(self):
         return _json({"@odata.id": "/redfish/v1/Managers", "Name": "Manager Collection",
-                      "Members": [{"@odata.id": "/redfish/v1/Managers/%s" % flavour["manager_id"]}],
+                      "Members": [{"@odata.id": "/redfish/v1/Managers/%s" % self.flavour["manager_id"]}],
                       "Members@odata.count": 1})
 
-    def manager():
-        links = {"ManagerForServers": [{"@odata.id": "/redfish/v1/Systems/%s" % sysid}]}
+    def manager(self):
+        flavour = self.flavour
+        links = {"ManagerForServers": [{"@odata.id": "/redfish/v1/Systems/%s" % flavour["system_id"]}]}
         if flavour.get("config_job"):
-            links["Oem"] = {"Dell": {"Jobs": {"@odata.id": jobs_uri}}}
+            links["Oem"] = {"Dell": {"Jobs": {"@odata.id": self.jobs_uri}}}
         return _json({"@odata.id": "/redfish/v1/Managers/%s" % flavour["manager_id"], "Id": flavour["manager_id"],
                       "@odata.type": "#Manager.v1_3_1.Manager", "ManagerType": "BMC", "Name": "Manager",
                       "Status": {"State": "Enabled", "Health": "OK"}, "Links": links})
 
-    def jobs():
+    def jobs(self):
         if flask.request.method == "POST":
             body = flask.request.get_json(silent=True) or {}
             try:
-                job = bios.create_job(jobs_uri, body.get("TargetSettingsURI"))
+                job = self.bios.create_job(self.jobs_uri, body.get("TargetSettingsURI"))
             except model.BmcError as exc:
                 return _error(exc)
             return _json({}, 200, {"Location": job["@odata.id"]})
-        return _json({"@odata.id": jobs_uri, "Name": "Jobs",
-                      "Members": [{"@odata.id": j["@odata.id"]} for j in bios.jobs.values()],
-                      "Members@odata.count": len(bios.jobs)})
+        return _json({"@odata.id": self.jobs_uri, "Name": "Jobs",
+                      "Members": [{"@odata.id": j["@odata.id"]} for j in self.bios.jobs.values()],
+                      "Members@odata.count": len(self.bios.jobs)})
 
-    def key(path):
-        # BMCs match paths without case and trailing slash (HPE links /redfish/v1/systems/1/bios/)
-        return path.rstrip("/").lower()
 
-    routes = {
-        key(flavour["bios_path"]): bios_resource,
-        key(flavour["settings_path"]): settings_resource,
-        key("/redfish/v1/Registries"): registries,
-        key(reg["file_path"]): registry_file,
-        key(reg["uri"]): registry,
-    }
-    if own_manager:
-        routes[key("/redfish/v1/Managers")] = managers
-        routes[key("/redfish/v1/Managers/%s" % flavour["manager_id"])] = manager
-    if flavour.get("config_job"):
-        routes[key(jobs_uri)] = jobs
-        routes[key(jobs_post)] = jobs
+class SushyViews:
+    """sushy's own views, wrapped: the system gains the vendor's identity and Bios link, a reset applies
+    the pending BIOS (and the reset hook), the service root gains sessions and registries."""
 
-    @app.before_request
-    def vendor_routes():
-        path = key(flask.request.path)
-        handler = routes.get(path)
-        if handler is not None:
-            with bios.lock:
-                return handler()
-        if flavour.get("config_job") and (path.startswith(key(jobs_uri) + "/") or path.startswith(key(jobs_post) + "/")):
-            job = bios.jobs.get(flask.request.path.rstrip("/").rsplit("/", 1)[1])
-            if job is None:
-                return _error(model.BmcError(404, "Base.1.12.ResourceMissingAtURI", "No job at %s." % path))
-            return _json(job)
-        return None
+    def __init__(self, app, args, vendor):
+        self.app = app
+        self.args = args
+        self.vendor = vendor
+        self.bios = vendor.bios
+        self.flavour = vendor.flavour
+        self.original = dict((name, app.view_functions[name])
+                             for name in ("root_resource", "system_resource", "system_reset_action"))
 
-    original_system = app.view_functions["system_resource"]
+    def install(self):
+        for name in self.original:
+            self.app.view_functions[name] = getattr(self, name)
 
-    def system_resource(identity):
-        response = original_system(identity)
+    def sync_power(self):
+        try:
+            self.bios.set_power(self.app.systems.get_power_state(self.flavour["system_id"]))
+        except Exception:  # noqa: BLE001 - power sync is best effort, never fails a request
+            pass
+
+    def system_resource(self, identity):
+        response = self.original["system_resource"](identity)
         if flask.request.method != "GET" or response.status_code != 200:
             return response
+        flavour = self.flavour
         data = json.loads(response.get_data())
         data.update(Manufacturer=flavour["manufacturer"], Model=flavour["model"],
                     BiosVersion=flavour["bios_version"], Bios={"@odata.id": flavour["bios_path"]})
-        if own_manager:
+        if self.vendor.own_manager:
             data.setdefault("Links", {})["ManagedBy"] = [{"@odata.id": "/redfish/v1/Managers/%s" % flavour["manager_id"]}]
         return _json(data)
 
-    original_reset = app.view_functions["system_reset_action"]
-
-    def system_reset_action(identity):
+    def system_reset_action(self, identity):
         reset_type = (flask.request.get_json(silent=True) or {}).get("ResetType")
-        was_power = app.systems.get_power_state(identity)
-        if reset_type in ("GracefulRestart", "GracefulShutdown") and bios.fault("ignore_graceful"):
+        was_power = self.app.systems.get_power_state(identity)
+        if reset_type in ("GracefulRestart", "GracefulShutdown") and self.bios.fault("ignore_graceful"):
             # A hung OS: the BMC accepts the graceful request and nothing happens.
             return flask.Response(status=204)
-        response = original_reset(identity)
+        response = self.original["system_reset_action"](identity)
         if response.status_code < 300:
-            bios.reset(reset_type, was_power)
-            sync_power()
-            run_hook(args, bios)
+            self.bios.reset(reset_type, was_power)
+            self.sync_power()
+            run_hook(self.args, self.bios)
             # sushy applies the power transition lazily, on the next read: keep bios.json's
             # "power" true even when no client polls during the reset.
-            threading.Thread(target=follow_power, daemon=True).start()
+            threading.Thread(target=self.follow_power, daemon=True).start()
         return response
 
-    def follow_power():
-        deadline = time.monotonic() + (args.reset_seconds if args.reset_seconds is not None else 11) + 2
+    def follow_power(self):
+        deadline = time.monotonic() + (self.args.reset_seconds if self.args.reset_seconds is not None else 11) + 2
         while time.monotonic() < deadline:
             time.sleep(0.25)
-            sync_power()
+            self.sync_power()
 
-    original_root = app.view_functions["root_resource"]
-
-    def root_resource():
+    def root_resource(self):
         # sushy's root has no SessionService; ours accepts sessions (FaultAndSessionMiddleware).
-        response = original_root()
+        response = self.original["root_resource"]()
         data = json.loads(response.get_data())
         data["SessionService"] = {"@odata.id": "/redfish/v1/SessionService"}
         data.setdefault("Links", {})["Sessions"] = {"@odata.id": "/redfish/v1/SessionService/Sessions"}
         data["Registries"] = {"@odata.id": "/redfish/v1/Registries"}
         return _json(data)
 
-    app.view_functions["root_resource"] = root_resource
-    app.view_functions["system_resource"] = system_resource
-    app.view_functions["system_reset_action"] = system_reset_action
+
+def build_app(args):
+    flavour = model.load_flavour(args.flavour)
+    bios = model.BiosModel(flavour, args.state_dir, args.name)
+    app = _sushy_app(args, flavour, bios)
+    vendor = VendorResources(flavour, bios)
+    routes = vendor.routes()
+    views = SushyViews(app, args, vendor)
+    views.install()
+
+    @app.before_request
+    def vendor_routes():
+        path = _key(flask.request.path)
+        handler = routes.get(path)
+        if handler is not None:
+            with bios.lock:
+                return handler()
+        return vendor.job_at(path)
 
     @app.after_request
     def keep_power(response):
-        sync_power()
+        views.sync_power()
         return response
 
     auth_app = app.wsgi_app
