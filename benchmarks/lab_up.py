@@ -26,12 +26,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHIFT = 200
 
 
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--cold", action="store_true", help="time a cold image build (debootstrap) too")
-    parser.add_argument("--reboots", type=int, default=3)
-    args = parser.parse_args()
-    base = tempfile.mkdtemp(prefix="gpufleet-labbench-")
+def private_lab(base):
+    """(env, twins group, inventory folder) of a lab beside any running one: ports +SHIFT, own state."""
     state = os.path.join(base, "state")
     inv_dir = os.path.join(base, "inventory")
     os.makedirs(inv_dir)
@@ -49,6 +45,68 @@ def main():
                GPUFLEET_LAB_INVENTORY=os.path.join(inv_dir, "hosts.yml"),
                CONTAINERS_CONF=os.path.join(REPO, "lab", "containers.conf"),
                ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, ".build"), ANSIBLE_HOST_KEY_CHECKING="false")
+    return env, group, inv_dir
+
+
+class Twin4:
+    """twin4 of the private lab, seen in band (ssh: its boot id) and out of band (its BMC)."""
+
+    def __init__(self, group, state):
+        self.state = state
+        self.group = group
+        self.ssh = ["ssh", "-i", os.path.join(state, "ssh", "id_ed25519"), "-p", str(group["hosts"]["twin4"]["ansible_port"]),
+                    "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                    "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=3", "root@127.0.0.1"]
+
+    def boot_id(self):
+        proc = subprocess.run(self.ssh + ["cat /run/twin/proc/sys/kernel/random/boot_id"], capture_output=True,
+                              text=True, timeout=20)
+        return proc.stdout.strip() if proc.returncode == 0 else None
+
+    def wait_new(self, old, deadline=120):
+        end = time.time() + deadline
+        while time.time() < end:
+            new = self.boot_id()
+            if new and new != old:
+                return
+            time.sleep(0.2)
+        raise SystemExit("no new boot id within %d s" % deadline)
+
+    def reboot_in_band(self):
+        old = self.boot_id()
+        t0 = time.time()
+        subprocess.run(self.ssh + ["systemctl reboot"], capture_output=True, timeout=30)
+        self.wait_new(old)
+        return time.time() - t0
+
+    def reset_out_of_band(self):
+        """ComputerSystem.Reset at twin4's BMC, found by following its links; seconds to a new boot id."""
+        bmc = "https://" + self.group["hosts"]["twin4"]["gpufleet_bmc_address"]
+        ctx = ssl.create_default_context(cafile=os.path.join(self.state, "bmc-certs", "ca.pem"))
+        creds = "%s:%s" % (self.group["vars"]["gpufleet_bmc_username"], self.group["vars"]["gpufleet_bmc_password"])
+        auth = base64.b64encode(creds.encode()).decode()
+
+        def redfish(method, path, body=None):
+            req = urllib.request.Request(bmc + path, method=method, data=json.dumps(body).encode() if body else None,
+                                         headers={"Authorization": "Basic " + auth, "Content-Type": "application/json"})
+            with urllib.request.urlopen(req, context=ctx, timeout=15) as resp:
+                return json.loads(resp.read() or b"{}")
+        system = redfish("GET", "/redfish/v1/Systems")["Members"][0]["@odata.id"]
+        target = redfish("GET", system)["Actions"]["#ComputerSystem.Reset"]["target"]
+        old = self.boot_id()
+        t0 = time.time()
+        redfish("POST", target, {"ResetType": "ForceRestart"})
+        self.wait_new(old)
+        return time.time() - t0
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--cold", action="store_true", help="time a cold image build (debootstrap) too")
+    parser.add_argument("--reboots", type=int, default=3)
+    args = parser.parse_args()
+    base = tempfile.mkdtemp(prefix="gpufleet-labbench-")
+    env, group, inv_dir = private_lab(base)
     figures = {}
 
     def timed(label, cmd, **kwargs):
@@ -70,53 +128,12 @@ def main():
         subprocess.run(["podman", "rmi", cold_ref], env=env, capture_output=True)
 
     lab_sh = os.path.join(REPO, "lab", "lab.sh")
-    proc = timed("lab up, 4 twins, image present (s)", [lab_sh, "up"])
-    print(proc.stdout.strip())
+    print(timed("lab up, 4 twins, image present (s)", [lab_sh, "up"]).stdout.strip())
     timed("lab up, already up (s)", [lab_sh, "up"])
-    key = os.path.join(state, "ssh", "id_ed25519")
-    port = group["hosts"]["twin4"]["ansible_port"]
-    ssh = ["ssh", "-i", key, "-p", str(port), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-           "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=3", "root@127.0.0.1"]
-
-    def boot_id():
-        proc = subprocess.run(ssh + ["cat /run/twin/proc/sys/kernel/random/boot_id"], capture_output=True, text=True, timeout=20)
-        return proc.stdout.strip() if proc.returncode == 0 else None
-
-    def wait_new(old, deadline=120):
-        end = time.time() + deadline
-        while time.time() < end:
-            new = boot_id()
-            if new and new != old:
-                return
-            time.sleep(0.2)
-        raise SystemExit("no new boot id within %d s" % deadline)
-
-    samples = []
-    for _ in range(args.reboots):
-        old = boot_id()
-        t0 = time.time()
-        subprocess.run(ssh + ["systemctl reboot"], capture_output=True, timeout=30)
-        wait_new(old)
-        samples.append(time.time() - t0)
-    figures["in-band reboot to new boot id, median of %d (s)" % len(samples)] = sorted(samples)[len(samples) // 2]
-
-    # Out-of-band: ComputerSystem.Reset at twin4's BMC.
-    bmc = "https://" + group["hosts"]["twin4"]["gpufleet_bmc_address"]
-    ctx = ssl.create_default_context(cafile=os.path.join(state, "bmc-certs", "ca.pem"))
-    auth = base64.b64encode(("%s:%s" % (group["vars"]["gpufleet_bmc_username"], group["vars"]["gpufleet_bmc_password"])).encode()).decode()
-
-    def redfish(method, path, body=None):
-        req = urllib.request.Request(bmc + path, method=method, data=json.dumps(body).encode() if body else None,
-                                     headers={"Authorization": "Basic " + auth, "Content-Type": "application/json"})
-        with urllib.request.urlopen(req, context=ctx, timeout=15) as resp:
-            return json.loads(resp.read() or b"{}")
-    system = redfish("GET", "/redfish/v1/Systems")["Members"][0]["@odata.id"]
-    target = redfish("GET", system)["Actions"]["#ComputerSystem.Reset"]["target"]
-    old = boot_id()
-    t0 = time.time()
-    redfish("POST", target, {"ResetType": "ForceRestart"})
-    wait_new(old)
-    figures["BMC reset to new boot id (s)"] = time.time() - t0
+    twin = Twin4(group, env["GPUFLEET_LAB_STATE"])
+    samples = sorted(twin.reboot_in_band() for _ in range(args.reboots))
+    figures["in-band reboot to new boot id, median of %d (s)" % len(samples)] = samples[len(samples) // 2]
+    figures["BMC reset to new boot id (s)"] = twin.reset_out_of_band()
 
     play = os.path.join(base, "facts.yml")
     with open(play, "w") as handle:

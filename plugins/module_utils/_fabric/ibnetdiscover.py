@@ -209,6 +209,23 @@ def _number(numbers, text):
     return value
 
 
+def _odd_port_line(line, port_match, warn, line_no, guid, nports, seen_ports):
+    """(port, peer, peer_port, width, speed) of a port line the fast pattern did not take (a missing
+    width, a name with odd characters), or None after a warning when it is no port line of a block
+    (``port_match`` is None outside a Switch/Ca block)."""
+    m = port_match(line) if port_match is not None else None
+    if m is None:
+        warn(line_no, ("garbled port line in block of %s: %r" % (guid, line.strip()[:120]))
+             if port_match is not None else "port line outside a Switch/Ca block: %r" % line.strip()[:120])
+        return None
+    port, peer, peer_port, width, speed = m.group(1, 3, 4, 7, 8)
+    port, peer_port = int(port), int(peer_port)
+    width = int(width) if width is not None else None
+    if width is None or speed not in SPEED_GBPS or port in seen_ports or (nports and port > nports):
+        _port_warnings(warn, line_no, guid, nports, port, seen_ports, width, speed)
+    return port, peer, peer_port, width, speed
+
+
 def _port_warnings(warn, lineno, cur_guid, cur_nports, port, seen_ports, width, speed):
     """The warnings a port line can give about itself (called only when one applies)."""
     if width is None:
@@ -303,17 +320,12 @@ class _LineReader:
                     if speed not in speeds or port in seen_ports or (cur_nports and port > cur_nports):
                         _port_warnings(warn, n_total, cur_guid, cur_nports, port, seen_ports, width, speed)
                 else:
-                    m = port_match(line) if current is not None else None
-                    if m is None:
+                    fields = _odd_port_line(line, port_match if current is not None else None, warn, n_total,
+                                            cur_guid, cur_nports, seen_ports)
+                    if fields is None:
                         n_unparsed += 1
-                        warn(n_total, ("garbled port line in block of %s: %r" % (cur_guid, line.strip()[:120]))
-                             if current is not None else "port line outside a Switch/Ca block: %r" % line.strip()[:120])
                         continue
-                    port, peer, peer_port, width, speed = m.group(1, 3, 4, 7, 8)
-                    port, peer_port = int(port), int(peer_port)
-                    width = int(width) if width is not None else None
-                    if width is None or speed not in speeds or port in seen_ports or (cur_nports and port > cur_nports):
-                        _port_warnings(warn, n_total, cur_guid, cur_nports, port, seen_ports, width, speed)
+                    port, peer, peer_port, width, speed = fields
                 if len(peer) != 16 or not peer.islower():
                     peer = normalize_guid(peer)     # upper case, short, or all digits (normalize_guid keeps those)
                 seen_ports.add(port)
