@@ -1,12 +1,14 @@
 """How many requests and how long one redfish_bios run costs, against the lab BMC (sushy-emulator).
 
-    .venv/bin/python benchmarks/redfish_bench.py [--runs 5]
+    .venv/bin/python benchmarks/redfish_bench.py [--runs 5] [--captures]
 
 Prints, per flavour: requests and wall time of the first run (writes), the second run (pending:
 no write), and verify after the reset; and the cost of the htpasswd bcrypt factor (sushy checks
 it on every request), basic vs session auth. With ../shared/realdata present, the same per real
 BMC capture, served by the tests' own HTTPS server (tests/integration/redfish/captures/conftest.py),
-with the registry size each run reads and resolves. Figures and ratios only, no assertions.
+with the registry size each run reads and resolves, and our fixture of a Bios that names no
+AttributeRegistry (tests/fixtures/redfish/bios-without-attributeregistry: the registry is found by
+scanning /redfish/v1/Registries). --captures: only these (no lab BMC). Figures and ratios only.
 """
 import argparse
 import os
@@ -32,6 +34,7 @@ CAPTURE_WANT = {"dell-r750-idrac6": {"snc": "snc2", "hyperthreading": True, "vtd
                 "lenovo-sr670v2-xcc": {"acs": False, "hyperthreading": True, "vtd": True},
                 "hpe-dl385g10plus-ilo5": {"snc": "nps4", "hyperthreading": True, "vtd": True},
                 "nvidia-dgx-h100-ami": {"power_profile": "efficiency", "hyperthreading": True, "vtd": True}}
+FIXTURE_WANT = {"bios-without-attributeregistry": {"sriov": True, "hyperthreading": True}}
 
 
 def free_port():
@@ -84,29 +87,34 @@ def one_run(base, ca, state, auth="basic", want=None, user=USER, password=PASSWO
 
 def captures(tmp, runs):
     realdata = os.path.join(os.path.dirname(REPO), "shared", "realdata", "redfish")
-    if not os.path.isdir(realdata):
+    folders = [(os.path.join(REPO, "tests", "fixtures", "redfish", f), f, w) for f, w in FIXTURE_WANT.items()]
+    if os.path.isdir(realdata):
+        folders[:0] = [(os.path.join(realdata, f), f, w) for f, w in CAPTURE_WANT.items()]
+    else:
         print("(../shared/realdata absent: no real-capture figures)")
-        return
     import importlib.util
     spec = importlib.util.spec_from_file_location(
         "capture_server", os.path.join(REPO, "tests", "integration", "redfish", "captures", "conftest.py"))
     server_mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(server_mod)
     certs = os.path.join(tmp, "certs-4")
-    print("%-22s %-8s %9s %12s %10s" % ("capture", "run", "requests", "median ms", "registry"))
-    for folder, want in CAPTURE_WANT.items():
-        server = server_mod.Server(server_mod.Capture(os.path.join(realdata, folder)), certs)
+    if not os.path.exists(certs):
+        subprocess.run([sys.executable, "-m", "lab.bmc.certs", "--dir", certs, "--user", USER, "--password", PASSWORD,
+                        "--rounds", "4"], cwd=REPO, check=True, stdout=subprocess.DEVNULL)
+    print("%-30s %-8s %9s %12s %10s" % ("capture", "run", "requests", "median ms", "registry"))
+    for path, folder, want in folders:
+        server = server_mod.Server(server_mod.Capture(path), certs)
         try:
             args = (server.baseurl, server.ca)
             kw = dict(want=want, user=server_mod.USER, password=server_mod.PASSWORD)
             size = len(server.capture.registry)
             reqs, secs = one_run(*args, state="present", **kw)
-            print("%-22s %-8s %9d %12.1f %10s" % (folder, "write", reqs, secs * 1000, "%d attrs" % size))
+            print("%-30s %-8s %9d %12.1f %10s" % (folder, "write", reqs, secs * 1000, "%d attrs" % size))
             times = []
             for _ in range(runs):
                 reqs, secs = one_run(*args, state="present", **kw)
                 times.append(secs)
-            print("%-22s %-8s %9d %12.1f" % (folder, "pending", reqs, statistics.median(times) * 1000))
+            print("%-30s %-8s %9d %12.1f" % (folder, "pending", reqs, statistics.median(times) * 1000))
         finally:
             server.stop()
     print()
@@ -115,7 +123,12 @@ def captures(tmp, runs):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--captures", action="store_true", help="only the captures and fixtures (no lab BMC)")
     args = parser.parse_args()
+    if args.captures:
+        with tempfile.TemporaryDirectory() as tmp:
+            captures(tmp, args.runs)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         print("%-11s %-8s %9s %12s" % ("flavour", "run", "requests", "median ms"))
         for flavour in ("dell", "lenovo", "ami", "hpe", "supermicro"):

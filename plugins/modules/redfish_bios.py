@@ -19,6 +19,13 @@ description:
     the C(/redfish/v1/Registries) member whose Id matches (versions may differ) -> its C(Location) C(Uri)
     (C(PublicationUri) without credentials as a last resort), then the places vendors use (Dell
     C(Bios/BiosRegistry), HPE C(registrystore)).
+  - When the Bios names no C(AttributeRegistry) (OpenBMC services), reads every C(/redfish/v1/Registries)
+    member and the document its C(Location) C(Uri) serves on the BMC, keeps the documents that are
+    C(AttributeRegistry) resources and uses the one whose attribute names cover the Bios's attributes
+    (all, or at least 95%); two that match equally fail the task naming both. RV(registry_source) says
+    which registry was used and how it was found.
+  - With no registry at all, names are checked against the current attributes only, values are not
+    checked; a warning says so and RV(unvalidated) lists the attributes concerned.
   - Desired values come as raw O(attributes) and/or portable O(settings). A portable setting is
     resolved against this BMC's own registry, by known names (hints per vendor, corrected on real
     captures) and by the registry's metadata (DisplayName, HelpText), its value by meaning (2-way or
@@ -187,6 +194,22 @@ registry:
   returned: success
   type: str
   sample: /redfish/v1/Systems/System.Embedded.1/Bios/BiosRegistry
+registry_source:
+  description:
+    - Which attribute registry names and values were checked against, and how it was found.
+    - C(found_by) is C(Bios.AttributeRegistry) (named by the Bios resource), C(Registries scan) (the
+      Bios names none; the one attribute registry of C(/redfish/v1/Registries) matching its
+      attributes) or null (none found; C(how) says why).
+  returned: success
+  type: dict
+  sample: {id: BiosAttributeRegistry, uri: /redfish/v1/Registries/BiosAttributeRegistry/BiosAttributeRegistry,
+           found_by: Registries scan, how: "the only attribute registry the service offers that matches the Bios: ..."}
+unvalidated:
+  description: Desired attributes whose values could not be checked because no registry was found (empty otherwise).
+  returned: success
+  type: list
+  elements: str
+  sample: []
 resolution:
   description: For each portable setting, the attribute and value chosen on this BMC and why, or the problem.
   returned: success
@@ -298,11 +321,13 @@ def run(module, client):
         module.warn("BMC %s: %s: names checked against the current attributes only, values unchecked" % (
             client.name, bios.registry_note))
     desired, resolutions, unresolved, reasons = desired_from(module, bios, params)
-    _bios.validate(client.name, desired, registry, bios.current, bios.dependencies, bios.pending)
+    _bios.validate(client.name, desired, registry, bios.current, bios.dependencies, bios.pending,
+                   label=_bios.registry_label(bios.registry_source))
 
     result = dict(changed=False, vendor=bios.vendor_name, system=bios.system_path, current=bios.current,
                   desired=desired, job=None, resolution=resolutions, unresolved=[r["setting"] for r in unresolved],
-                  dependencies=reasons, registry=bios.registry_uri)
+                  dependencies=reasons, registry=bios.registry_uri, registry_source=bios.registry_source,
+                  unvalidated=[] if registry else sorted(desired))
     # A scheduled (or stuck) Dell BIOS job only exists while values are pending: skip the Jobs
     # walk (one GET per job on iDRAC) in the steady state.
     job = bios.bios_job() if bios.needs_job() and bios.pending else None

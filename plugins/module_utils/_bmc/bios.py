@@ -51,6 +51,9 @@ PROFILES = {
 }
 VENDORS = tuple(sorted(PROFILES))
 GENERIC = "generic"
+# How the registry was found (the result's registry_source.found_by).
+FOUND_BY_NAME = "Bios.AttributeRegistry"
+FOUND_BY_SCAN = "Registries scan"
 
 
 class BiosError(RedfishError):
@@ -136,8 +139,25 @@ def coerce(desired, registry):
     return out
 
 
-def validate(bmc, desired, registry, current, dependencies=None, pending=None):
-    """Every name known, every value allowed, nothing locked, or one error listing all problems.
+def registry_label(source):
+    """How an error names the registry it checked against: "registry X (uri, found by ...)"."""
+    if not source or not source.get("uri"):
+        return None
+    return "registry %s (%s, found by %s)" % (source.get("id"), source["uri"], source.get("found_by"))
+
+
+def _out_of_bounds(spec, value):
+    """Why an integer is outside the registry's LowerBound/UpperBound, else None."""
+    if isinstance(spec.get("lower"), int) and value < spec["lower"]:
+        return "below the registry's LowerBound %d" % spec["lower"]
+    if isinstance(spec.get("upper"), int) and value > spec["upper"]:
+        return "above the registry's UpperBound %d" % spec["upper"]
+    return None
+
+
+def validate(bmc, desired, registry, current, dependencies=None, pending=None, label=None):
+    """Every name known, every value allowed, nothing locked, or one error listing all problems
+    (and, with ``label``, the registry they were checked against).
 
     Locks are the registry's ReadOnly Dependencies evaluated on what the BIOS will have after the
     reset (desired over pending over current). No registry: names must at least exist among the
@@ -166,10 +186,12 @@ def validate(bmc, desired, registry, current, dependencies=None, pending=None):
             problems.append("attribute %s: value %r not allowed (allowed: %s)" % (name, value, ", ".join(map(str, spec["values"]))))
         elif spec["type"] == "Integer" and (isinstance(value, bool) or not isinstance(value, int)):
             problems.append("attribute %s: value %r is not an integer" % (name, value))
+        elif spec["type"] == "Integer" and _out_of_bounds(spec, value):
+            problems.append("attribute %s: value %r %s" % (name, value, _out_of_bounds(spec, value)))
         elif spec["type"] == "Boolean" and not isinstance(value, bool):
             problems.append("attribute %s: value %r is not a boolean" % (name, value))
     if problems:
-        raise BiosError("BMC %s: nothing written: %s" % (bmc, "; ".join(problems)))
+        raise BiosError("BMC %s: nothing written: %s%s" % (bmc, "; ".join(problems), (" [checked against %s]" % label) if label else ""))
 
 
 def add_dependencies(vendor, desired, registry=None, dependencies=None, current=None, pending=None):
@@ -330,6 +352,7 @@ class Bios:
         self.dependencies = []
         self.registry_uri = None
         self.registry_note = None
+        self.registry_source = None
         self.raw_current = self.bios.get("Attributes") or {}
         self.current = dict(self.raw_current)
         self.read_settings_object()
@@ -346,16 +369,26 @@ class Bios:
 
     # -- registry ---------------------------------------------------------------------------------
     def load_registry(self):
-        """Find the AttributeRegistry the Bios resource names, the way the standard says, then the
-        vendor places seen in the wild. Sets registry, dependencies, registry_uri, registry_note."""
+        """Find the BIOS attribute registry: the one the Bios resource names (the way the standard
+        says, then the vendor places seen in the wild), else, when it names none, the one attribute
+        registry /redfish/v1/Registries offers that matches the Bios's attributes. Sets registry,
+        dependencies, registry_uri, registry_source and, when none is found, registry_note."""
         wanted = self.bios.get("AttributeRegistry")
-        if not wanted:
-            self.registry_note = "the Bios resource names no AttributeRegistry"
-            return {}
-        document, self.registry_uri, tried = self._find_registry(wanted)
+        if wanted:
+            document, uri, tried = self._find_registry(wanted)
+            found_by, how = FOUND_BY_NAME, "the Bios names %s" % wanted
+            if document is None:
+                self.registry_note = "registry %s not found (tried %s)" % (wanted, ", ".join(tried) or "nothing")
+        else:
+            document, uri, how = self._scan_registries()
+            found_by = FOUND_BY_SCAN
+            if document is None:
+                self.registry_note = "the Bios resource names no AttributeRegistry and %s" % how
         if document is None:
-            self.registry_note = "registry %s not found (tried %s)" % (wanted, ", ".join(tried) or "nothing")
+            self.registry_source = {"id": None, "uri": None, "found_by": None, "how": self.registry_note}
             return {}
+        self.registry_uri = uri
+        self.registry_source = {"id": document.get("Id") or wanted, "uri": uri, "found_by": found_by, "how": how}
         self.registry = registry_lib.parse_registry(document)
         self.dependencies = registry_lib.parse_dependencies(document)
         if self.vendor is None and self.vendor_option == "auto":
@@ -385,32 +418,36 @@ class Bios:
                 return doc, uri
         return None, None
 
+    def _registry_members(self):
+        """(collection path, paths of its MessageRegistryFile members): the service root's Registries."""
+        coll = link(self.client.get("/redfish/v1"), "Registries")
+        if not coll:
+            return None, []
+        return coll, [m.get("@odata.id") for m in self.client.get(coll).get("Members") or [] if m.get("@odata.id")]
+
     def _find_registry(self, wanted):
         tried = []
-        root = self.client.get("/redfish/v1")
-        coll = link(root, "Registries")
-        if coll:
-            members = [m.get("@odata.id") for m in self.client.get(coll).get("Members") or [] if m.get("@odata.id")]
-            # The member's path usually carries its Id: try exact, then version-tolerant, GETting
-            # only those; the others only when none matched by path (one GET each).
-            ranked = sorted(((registry_lib.registry_match(wanted, path), path) for path in members), key=lambda r: -r[0])
-            by_path = [path for score, path in ranked if score]
-            rest = [path for score, path in ranked if not score]
-            for group in (by_path, rest):
-                entries = []
-                for path in group:
-                    entry = self._fetch(path)
-                    if not isinstance(entry, dict):
-                        continue
-                    score = registry_lib.registry_match(wanted, entry.get("Id"), entry.get("Registry"), path)
-                    if score:
-                        entries.append((score, path, entry))
-                for _score, _path, entry in sorted(entries, key=lambda e: -e[0]):
-                    doc, uri = self._registry_document(wanted, entry, tried)
-                    if doc is not None:
-                        return doc, uri, tried
-                if entries:
-                    break
+        _coll, members = self._registry_members()
+        # The member's path usually carries its Id: try exact, then version-tolerant, GETting
+        # only those; the others only when none matched by path (one GET each).
+        ranked = sorted(((registry_lib.registry_match(wanted, path), path) for path in members), key=lambda r: -r[0])
+        by_path = [path for score, path in ranked if score]
+        rest = [path for score, path in ranked if not score]
+        for group in (by_path, rest):
+            entries = []
+            for path in group:
+                entry = self._fetch(path)
+                if not isinstance(entry, dict):
+                    continue
+                score = registry_lib.registry_match(wanted, entry.get("Id"), entry.get("Registry"), path)
+                if score:
+                    entries.append((score, path, entry))
+            for _score, _path, entry in sorted(entries, key=lambda e: -e[0]):
+                doc, uri = self._registry_document(wanted, entry, tried)
+                if doc is not None:
+                    return doc, uri, tried
+            if entries:
+                break
         # Vendor places seen in the wild: Dell links Bios/BiosRegistry, HPE keeps a registry store.
         for uri in (self.bios_path.rstrip("/") + "/BiosRegistry",
                     "/redfish/v1/registrystore/registries/en/%s" % wanted.lower()):
@@ -419,6 +456,39 @@ class Bios:
             if isinstance(doc, dict) and (doc.get("RegistryEntries") or {}).get("Attributes") is not None:
                 return doc, uri, tried
         return None, None, tried
+
+    def _local_document(self, entry):
+        """The first document a MessageRegistryFile's Location serves from this BMC (English
+        first), with its Uri; (None, None) when none answers. A PublicationUri is never read here:
+        a scan reads every member, and the registry of this BIOS is served by its own BMC."""
+        for kind, uri in registry_lib.locations(entry):
+            doc = self._fetch(uri) if kind == "Uri" else None
+            if isinstance(doc, dict):
+                return doc, uri
+        return None, None
+
+    def _scan_registries(self):
+        """A Bios that names no AttributeRegistry: read every /redfish/v1/Registries member and the
+        document it locates, keep the attribute registries, pick the one matching the Bios's
+        attributes (bios_registry.select_registry). -> (document, uri, how) or (None, None, why).
+        Two that match equally are an error: validating against the wrong one is worse than none."""
+        coll, members = self._registry_members()
+        candidates = []
+        for path in members:
+            entry = self._fetch(path)
+            doc, uri = self._local_document(entry) if isinstance(entry, dict) else (None, None)
+            if registry_lib.is_attribute_registry(doc):
+                candidates.append({"id": doc.get("Id") or entry.get("Id") or path, "uri": uri, "document": doc,
+                                   "names": registry_lib.attribute_names(doc), "language": doc.get("Language")})
+        picked = registry_lib.select_registry(candidates, self.raw_current)
+        where = "%s (%d members read)" % (coll, len(members)) if members else "the service lists no registries"
+        if picked["ambiguous"]:
+            raise BiosError("BMC %s: the Bios resource names no AttributeRegistry and %s in %s; not guessing which one "
+                            "describes this BIOS, nothing written" % (self.client.name, picked["problem"], where))
+        if picked["choice"] is None:
+            return None, None, "%s in %s" % (picked["problem"], where) if members else where
+        choice = picked["choice"]
+        return choice["document"], choice["uri"], "%s, found in %s" % (picked["how"], where)
 
     # -- Dell jobs -------------------------------------------------------------------------------
     def manager_path(self):

@@ -207,3 +207,80 @@ def normalize_values(attributes, registry):
     if not registry:
         return dict(attributes)
     return dict((name, to_value_name(registry.get(name), value)) for name, value in attributes.items())
+
+
+# -- Finding the registry when the Bios names none --------------------------------------------------
+# A Bios resource's AttributeRegistry property is optional in the DMTF Bios schema, and some OpenBMC
+# services leave it out while /redfish/v1/Registries still offers the attribute registry (a
+# MessageRegistryFile whose Location Uri serves an AttributeRegistry document). The rule: the
+# documents that ARE attribute registries (their @odata.type says AttributeRegistry, or, without an
+# @odata.type, they carry RegistryEntries.Attributes; a MessageRegistry never counts), and among
+# them the one whose AttributeNames cover the Bios's Attributes: all of them, or at least
+# MATCH_SHARE of them (a Bios may report a stray attribute its registry does not describe).
+
+MATCH_SHARE = 0.95
+
+
+def is_attribute_registry(document):
+    """Whether a document is a DMTF AttributeRegistry ("#AttributeRegistry.v1_3_5.AttributeRegistry")."""
+    entries = document.get("RegistryEntries") if isinstance(document, dict) else None
+    if not isinstance(entries, dict) or not isinstance(entries.get("Attributes"), list):
+        return False
+    kind = str(document.get("@odata.type") or "")
+    return not kind or kind.lstrip("#").split(".", 1)[0] == "AttributeRegistry"
+
+
+def attribute_names(document):
+    """The AttributeNames an AttributeRegistry document describes."""
+    return set(entry["AttributeName"] for entry in (document.get("RegistryEntries") or {}).get("Attributes") or []
+               if isinstance(entry, dict) and entry.get("AttributeName"))
+
+
+def coverage(names, bios_names):
+    """(covered, total): how many of the Bios's attribute names the registry describes."""
+    bios_names = set(bios_names)
+    return len(bios_names & set(names)), len(bios_names)
+
+
+def _describe(candidate, bios_names):
+    covered, total = coverage(candidate["names"], bios_names)
+    return "%s at %s (describes %d of the Bios's %d attributes)" % (candidate["id"], candidate["uri"], covered, total)
+
+
+_LANGUAGE_TOKEN = re.compile(r"[._-][a-z]{2}(?:-[a-z]{2})?(?=[._-]|$)", re.I)
+
+
+def _one_language(tied):
+    """Tied candidates that are one registry in several languages (same attributes, same Id apart
+    from a language token: "Bios.en-US.1.0" and "Bios.ja-JP.1.0") -> the English one, else all."""
+    first = tied[0]
+    key = _LANGUAGE_TOKEN.sub("", str(first["id"])).lower()
+    if any(c["names"] != first["names"] or _LANGUAGE_TOKEN.sub("", str(c["id"])).lower() != key for c in tied[1:]):
+        return tied
+    english = [c for c in tied if str(c.get("language") or "en").lower().startswith("en")]
+    return (english or tied)[:1]
+
+
+def select_registry(candidates, bios_names):
+    """Pick the attribute registry of a Bios that names none: {"choice", "problem", "ambiguous", "how"}.
+
+    candidates: [{"id", "uri", "names", "language"}] (only documents that are attribute registries). A
+    candidate matches when it covers at least MATCH_SHARE of bios_names (any candidate when the Bios
+    lists no attributes); the match covering the most wins; two covering the most equally are
+    ambiguous, unless they are one registry in several languages (English is taken).
+    """
+    bios_names = set(bios_names)
+    if not candidates:
+        return {"choice": None, "problem": "no member locates an attribute registry", "ambiguous": False, "how": None}
+    matches = [c for c in candidates if not bios_names or coverage(c["names"], bios_names)[0] >= MATCH_SHARE * len(bios_names)]
+    if not matches:
+        return {"choice": None, "ambiguous": False, "how": None, "problem": "no attribute registry matches the Bios's "
+                "attributes (%s)" % "; ".join(_describe(c, bios_names) for c in candidates)}
+    best = max(coverage(c["names"], bios_names)[0] for c in matches)
+    top = _one_language([c for c in matches if coverage(c["names"], bios_names)[0] == best])
+    if len(top) > 1:
+        return {"choice": None, "ambiguous": True, "how": None, "problem": "%d attribute registries match the Bios's "
+                "attributes equally: %s" % (len(top), "; ".join(_describe(c, bios_names) for c in top))}
+    how = "the only attribute registry the service offers that matches the Bios: " if len(matches) == 1 else \
+        "the attribute registry that matches the Bios best: "
+    return {"choice": top[0], "problem": None, "ambiguous": False, "how": how + _describe(top[0], bios_names)}

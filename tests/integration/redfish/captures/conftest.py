@@ -1,4 +1,5 @@
-"""A small HTTPS Redfish server of the tests' own, serving one real BMC capture (../shared/realdata/redfish).
+"""A small HTTPS Redfish server of the tests' own, serving one real BMC capture (../shared/realdata/redfish),
+or a capture-shaped fixture of ours (tests/fixtures/redfish/<folder>, same layout).
 
 The capture is a Redfish-Mockup-Creator tree, `<folder>/redfish/v1/<path>/index.json`. The server
 answers like the BMC it was captured from, for what BIOS work needs:
@@ -74,18 +75,25 @@ class Capture:
         self.reset_target = system["Actions"]["#ComputerSystem.Reset"]["target"]
         self.dell = "dell" in self.name
         self.manager_path = (system.get("Links", {}).get("ManagedBy") or [{}])[0].get("@odata.id")
-        self.registry = self._registry(bios["AttributeRegistry"])
+        self.registry = self._registry(set(bios.get("Attributes") or {}))
         self.etag_counter = 0
         self.off_reads = 0   # after a reset the system reads Off this many times, then On
         self.hide_etag = 0   # the next N GETs of the settings object carry no ETag
         self.stale = 0       # the next N PATCHes find the settings object changed (another client wrote)
 
-    def _registry(self, wanted):
-        for doc in self.docs.values():
+    def _registry(self, names):
+        """The registry the BMC checks a PATCH with: of its attribute registries (English), the one
+        describing most of the Bios's attributes (a service may offer others, for other devices)."""
+        best, covered = None, -1
+        for path, doc in sorted(self.docs.items()):
             entries = (doc.get("RegistryEntries") or {}).get("Attributes")
-            if entries and "/ja/" not in doc.get("@odata.id", "") and "/zh/" not in doc.get("@odata.id", ""):
-                return dict((e["AttributeName"], e) for e in entries)
-        raise AssertionError("capture %s has no attribute registry" % self.name)
+            if entries and "/ja/" not in path and "/zh/" not in path:
+                count = len(names & set(e["AttributeName"] for e in entries))
+                if count > covered:
+                    best, covered = entries, count
+        if best is None:
+            raise AssertionError("capture %s has no attribute registry" % self.name)
+        return dict((e["AttributeName"], e) for e in best)
 
     def get(self, path):
         return self.docs.get(_key(path))
@@ -281,20 +289,38 @@ class Server:
         self.httpd.server_close()
 
 
-@pytest.fixture
-def capture_bmc(realdata, bmc_certs):
-    """capture_bmc(folder, manufacturer=None) -> Server on 127.0.0.1 serving that real capture."""
+FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))),
+                        "fixtures", "redfish")
+
+
+def _servers(base, certs):
+    """A factory start(folder, manufacturer=None) -> Server for the folders under base, and its servers."""
     servers = []
 
     def _start(folder, manufacturer=None):
-        path = os.path.join(realdata, "redfish", folder)
+        path = os.path.join(base, folder)
         if not os.path.isdir(path):
-            pytest.skip("capture %s is absent from %s" % (folder, realdata))
-        server = Server(Capture(path, manufacturer), bmc_certs)
+            pytest.skip("capture %s is absent from %s" % (folder, base))
+        server = Server(Capture(path, manufacturer), certs)
         servers.append(server)
         return server
+    return _start, servers
 
-    yield _start
+
+@pytest.fixture
+def capture_bmc(realdata, bmc_certs):
+    """capture_bmc(folder, manufacturer=None) -> Server on 127.0.0.1 serving that real capture."""
+    start, servers = _servers(os.path.join(realdata, "redfish"), bmc_certs)
+    yield start
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture
+def fixture_bmc(bmc_certs):
+    """fixture_bmc(folder) -> Server on 127.0.0.1 serving tests/fixtures/redfish/<folder> (ours, no realdata needed)."""
+    start, servers = _servers(FIXTURES, bmc_certs)
+    yield start
     for server in servers:
         server.stop()
 

@@ -35,6 +35,8 @@ def test_check_apply_pending_reset_verify(capture_bmc, run_module, folder):
     assert predicted["_rc"] == 0, predicted.get("msg")
     assert predicted["changed"] is True and predicted["changed_attributes"] == writes
     assert predicted["vendor"] == VENDOR[folder] and predicted["registry"]
+    assert predicted["registry_source"]["found_by"] == "Bios.AttributeRegistry"      # named by the Bios: no scan
+    assert predicted["registry_source"]["uri"] == predicted["registry"] and predicted["unvalidated"] == []
     assert patches(server) == []                                        # check mode writes nothing
 
     first = run_module("redfish_bios", args)

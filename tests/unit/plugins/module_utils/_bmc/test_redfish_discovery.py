@@ -168,6 +168,8 @@ def test_registry_at_dell_bios_registry_when_no_member_matches():
     bios = _bare_bios(bmc, bios_doc, "/redfish/v1/Systems/System.Embedded.1/Bios")
     assert bios.load_registry() and bios.registry_uri == "/redfish/v1/Systems/System.Embedded.1/Bios/BiosRegistry"
     assert bios.vendor == "dell"                                   # from the registry's OwningEntity
+    assert bios.registry_source == {"id": "BiosAttributeRegistry.v1_0_3", "uri": bios.registry_uri,
+                                    "found_by": "Bios.AttributeRegistry", "how": "the Bios names BiosAttributeRegistry.v1_0_3"}
 
 
 def test_publication_uri_is_fetched_without_credentials():
