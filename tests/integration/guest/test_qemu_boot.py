@@ -1,0 +1,159 @@
+"""QEMU boots the plan: a guest started from ``qemu_args(plan, devices="stand-in", memory="ram")``
+reports, from its own sysfs (lab/guest: Debian's cloud kernel + a busybox init that dumps it), the
+NUMA nodes, CPUs, memory, HT siblings and device places the plan promised.
+
+The lab model guest-mini (2 sockets x SNC2 x 1 core x 2 threads per node, GPU 0 + mlx5_0 on node 0,
+GPU 1 + mlx5_1 on node 3, each pair under one PCIe switch) is small enough to boot under TCG.
+KVM is used when it works (lab/guest/boot.py probes it); nothing here depends on which.
+"""
+import copy
+
+import pytest
+
+from ansible_collections.gpufleet.provision.plugins.module_utils._guest.qemu import qemu_args
+from ansible_collections.gpufleet.provision.tests.integration.guest.conftest import MINI_OPTIONS, need
+
+CPU_MODEL = "Skylake-Server-v4"  # an Intel model: under TCG `-cpu max` shows no HT siblings
+VIRTIO_VENDOR = "0x1af4"  # the stand-ins are virtio devices (qemu.STAND_IN)
+# memory a guest node reports (MemTotal) against its zone: the kernel keeps some for itself,
+# most of it on node 0 (about 6% of 2 GiB here); a zone on the wrong node is off by 100%
+MEMORY_KEPT_BY_KERNEL = 0.10
+
+
+def differences(plan, seen):
+    """What the booted guest (``seen``: lab.guest GuestDump.topology()) shows differently from the
+    plan's ``guest`` section; [] when it matches."""
+    want, out = plan["guest"], []
+    if sorted(seen["nodes"]) != [n["id"] for n in want["numa"]]:
+        out.append("NUMA nodes: planned %s, guest has %s" % ([n["id"] for n in want["numa"]], sorted(seen["nodes"])))
+    for node in want["numa"]:
+        got = seen["nodes"].get(node["id"])
+        if got is None:
+            continue
+        if got["cpus"] != node["cpus"]:
+            out.append("node %d CPUs: planned %s, guest has %s" % (node["id"], node["cpus"], got["cpus"]))
+        low = node["memory_mib"] * 1024 * (1 - MEMORY_KEPT_BY_KERNEL)
+        if not low <= (got["memory_kb"] or 0) <= node["memory_mib"] * 1024:
+            out.append("node %d memory: planned %d MiB, guest has %s kB" % (node["id"], node["memory_mib"], got["memory_kb"]))
+    if seen["siblings"] != sorted(want["siblings"]):
+        out.append("HT siblings: planned %s, guest has %s" % (sorted(want["siblings"]), seen["siblings"]))
+    return out + _device_differences(want["devices"], seen["pci"])
+
+
+def _device_differences(devices, pci):
+    out = []
+    for dev in devices:
+        got, partner = pci.get(dev["guest_pci"]), pci.get(dev["partner"])
+        if got is None:
+            out.append("%s %s: not in the guest" % (dev["kind"], dev["guest_pci"]))
+            continue
+        if got["numa_node"] != dev["numa_node"]:
+            out.append("%s %s: planned on node %d, guest says %s" % (dev["kind"], dev["guest_pci"], dev["numa_node"], got["numa_node"]))
+        if partner is None or not beside(got, partner):
+            out.append("%s %s: not beside its partner %s (%s / %s)" % (
+                dev["kind"], dev["guest_pci"], dev["partner"], got["path"], partner and partner["path"]))
+    return out
+
+
+def beside(a, b):
+    """Two endpoints on two downstream ports of one PCIe switch: same host bridge, same bridges
+    down to the switch's upstream port, different downstream ports (nvidia-smi's PIX)."""
+    return (a["host_bridge"] == b["host_bridge"] and len(a["path"]) >= 2
+            and a["path"][:-1] == b["path"][:-1] and a["path"][-1] != b["path"][-1])
+
+
+def endpoints(seen):
+    """The stand-in devices the guest sees, per guest NUMA node."""
+    found = {}
+    for bdf, dev in seen["pci"].items():
+        if dev["vendor"] == VIRTIO_VENDOR:
+            found.setdefault(dev["numa_node"], []).append(bdf)
+    return found
+
+
+@pytest.fixture(scope="module")
+def booted(plans):
+    """Factory: booted(requests) -> [(plan, topology seen from inside)] per guest, each booted once."""
+    need("qemu-system-x86_64", "cpio")
+    from lab.guest import boot
+    done = {}
+
+    def _boot(requests):
+        key = repr(requests)
+        if key not in done:
+            out = []
+            for plan in plans("guest-mini", requests, MINI_OPTIONS):
+                dump = boot.boot(qemu_args(plan, devices="stand-in", memory="ram", cpu_model=CPU_MODEL))
+                print("guest %s booted under %s in %.1f s" % (plan["name"], dump.accel, dump.seconds))
+                out.append((plan, dump.topology()))
+            done[key] = out
+        return done[key]
+    return _boot
+
+
+TWO_GPUS = [{"name": "g2", "gpus": 2}]
+ONE_GPU_EACH = [{"name": "ga", "gpus": 1}, {"name": "gb", "gpus": 1}]
+
+
+@pytest.mark.parametrize("requests", [TWO_GPUS, ONE_GPU_EACH], ids=["one-guest-2-gpus", "two-guests-1-gpu"])
+def test_guest_sees_the_plan(booted, requests):
+    for plan, seen in booted(requests):
+        assert differences(plan, seen) == [], plan["name"]
+
+
+def test_two_gpu_guest_by_hand(booted):
+    """Expectations written from the model, not from the plan: both sockets' GPU nodes (0 and 3)
+    become guest nodes 0 and 1, one host core each, so vCPUs 0-1 and 2-3 are sibling pairs; 2 GiB
+    per node; two stand-ins per node, on one switch."""
+    ((plan, seen),) = booted(TWO_GPUS)
+    assert sorted(seen["nodes"]) == [0, 1]
+    assert seen["nodes"][0]["cpus"] == [0, 1]
+    assert seen["nodes"][1]["cpus"] == [2, 3]
+    assert seen["siblings"] == [[0, 1], [2, 3]]
+    for node in (0, 1):
+        assert 1843 * 1024 <= seen["nodes"][node]["memory_kb"] <= 2048 * 1024
+    per_node = endpoints(seen)
+    assert sorted(per_node) == [0, 1]
+    for node, found in per_node.items():
+        assert len(found) == 2, (node, found)
+        assert beside(seen["pci"][found[0]], seen["pci"][found[1]]), found
+    # the host's GPU 0 (node 0) is in guest node 0, the host's GPU 1 (node 3) in guest node 1
+    gpu = {d["host_pci"]: d["guest_pci"] for d in plan["devices"] if d["kind"] == "gpu"}
+    assert seen["pci"][gpu["0000:18:00.0"]]["numa_node"] == 0
+    assert seen["pci"][gpu["0000:bc:00.0"]]["numa_node"] == 1
+
+
+def test_one_gpu_guests_by_hand(booted):
+    """Two 1-GPU guests: one host node each, so each guest is one node of one core (vCPUs 0-1,
+    siblings), 2 GiB, and its GPU and NIC stand-ins beside each other on node 0."""
+    guests = booted(ONE_GPU_EACH)
+    assert len(guests) == 2
+    for plan, seen in guests:
+        assert sorted(seen["nodes"]) == [0], plan["name"]
+        assert seen["nodes"][0]["cpus"] == [0, 1]
+        assert seen["siblings"] == [[0, 1]]
+        found = endpoints(seen)
+        assert sorted(found) == [0] and len(found[0]) == 2, found
+        assert beside(seen["pci"][found[0][0]], seen["pci"][found[0][1]])
+    hosts = [plan["host"]["numa_nodes"] for plan, _ in guests]
+    assert sorted(hosts) == [[0], [3]]  # never the same host node twice
+
+
+def test_differences_bite(booted):
+    """The comparison above finds each kind of mismatch (a test that cannot fail proves nothing)."""
+    ((plan, seen),) = booted(TWO_GPUS)
+    wrong = copy.deepcopy(seen)
+    wrong["nodes"][0]["cpus"] = [0]
+    wrong["nodes"][1]["memory_kb"] = 4096 * 1024
+    wrong["siblings"] = [[0], [1], [2, 3]]
+    gpu = plan["guest"]["devices"][0]
+    wrong["pci"][gpu["guest_pci"]]["numa_node"] = 1
+    wrong["pci"][gpu["partner"]]["path"] = wrong["pci"][gpu["partner"]]["path"][:1] + ["0000:99:00.0", "0000:9a:00.0"]
+    found = differences(plan, wrong)
+    assert any(f.startswith("node 0 CPUs") for f in found), found
+    assert any(f.startswith("node 1 memory") for f in found), found
+    assert any(f.startswith("HT siblings") for f in found), found
+    assert any("planned on node 0, guest says 1" in f for f in found), found
+    assert any("not beside its partner" in f for f in found), found
+    del wrong["nodes"][1]
+    assert any(f.startswith("NUMA nodes") for f in differences(plan, wrong))
