@@ -16,7 +16,7 @@ from ansible_collections.gpufleet.provision.plugins.module_utils._facts import c
 from ansible_collections.gpufleet.provision.plugins.module_utils._guest.plan import plan_guests
 from lab.hw import ttar
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__)))))
 TREES = os.path.join(REPO, "tests", "fixtures", "trees")
 FAST_TMP = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
 # guest-mini has one core per NUMA node: nothing is kept for the host there, or no guest fits.
