@@ -134,14 +134,17 @@ def _run(args, accel, timeout, cache):
         out, err, rc = exc.stdout or b"", exc.stderr or b"", "timeout after %d s" % timeout
     except OSError as exc:
         raise GuestBootError("%s: %s (apt-get install qemu-system-x86: .ci/deps.sh)" % (QEMU, exc))
-    console = out.decode("utf-8", "replace").replace("\r", "")
+    console = out.decode("utf-8", "replace")
     return console, err.decode("utf-8", "replace"), rc, time.monotonic() - started
 
 
-def _dump(console, err, rc, accel, seconds):
+def parse_console(console, accel, seconds, err="", rc=None):
+    """The GuestDump in a guest's console text (from boot(), or a serial log file of another
+    launcher such as libvirt); GuestBootError with the last lines when it holds no complete dump."""
+    console = console.replace("\r", "")
     if BEGIN not in console or END not in console:
         tail = "\n".join((console + err).strip().splitlines()[-15:])
-        raise GuestBootError("guest (%s) printed no complete dump (qemu exit %s); last lines:\n%s" % (accel, rc, tail))
+        raise GuestBootError("guest (%s) printed no complete dump (exit %s); last lines:\n%s" % (accel, rc, tail))
     text = console.split(BEGIN, 1)[1].split(END, 1)[0].lstrip("\n")
     return GuestDump(text, console, accel, seconds)
 
@@ -165,7 +168,7 @@ def choose_accel(args=(), cache=None):
     if key not in known:
         probe = ["-machine", "q35", "-cpu", cpu, "-smp", "2", "-m", "256M"]
         console, err, rc, seconds = _run(probe, "kvm", PROBE_SECONDS, cache)
-        known = {key: "kvm" if BEGIN in console and END in console else "tcg"}
+        known = {key: "kvm" if BEGIN in console and END in console else "tcg"}  # only this boot's verdict
         with open(verdicts, "w") as handle:
             json.dump(known, handle)
     return known[key]
@@ -175,7 +178,7 @@ def boot(args, timeout=180, accel=None, cache=None):
     """Boot a guest with QEMU ``args`` and return its GuestDump; GuestBootError when it prints none."""
     accel = accel or choose_accel(args, cache)
     console, err, rc, seconds = _run(args, accel, timeout, cache)
-    return _dump(console, err, rc, accel, seconds)
+    return parse_console(console, accel, seconds, err, rc)
 
 
 if __name__ == "__main__":

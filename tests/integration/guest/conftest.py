@@ -60,11 +60,12 @@ def need(*tools):
 
 
 class Libvirt:
-    """A libvirt connection for the tests: ``uri``, ``virsh(*args)``, and ``why`` when it is the
-    test driver instead of a real daemon."""
+    """A libvirt connection for the tests: ``uri``, ``virsh(*args)``, ``base`` (a folder the daemon's
+    user can read and write), and ``why`` when it is the test driver instead of a real daemon."""
 
-    def __init__(self, uri, why=None):
+    def __init__(self, uri, base, why=None):
         self.uri = uri
+        self.base = base
         self.why = why
 
     def virsh(self, *args, check=True):
@@ -72,6 +73,17 @@ class Libvirt:
         if check and proc.returncode != 0:
             raise AssertionError("virsh %s: exit %d: %s" % (" ".join(args), proc.returncode, proc.stderr.strip()))
         return proc
+
+    def define_and_read(self, xml, name):
+        """Define the domain ``xml``, read it back, undefine it, in one virsh session (the test
+        driver keeps nothing between two connections). Returns (True, dumped XML) or (False, error)."""
+        path = os.path.join(self.base, name + ".xml")
+        with open(path, "w") as handle:
+            handle.write(xml)
+        proc = self.virsh("define %s; dumpxml %s; undefine %s" % (path, name, name), check=False)
+        if proc.returncode != 0:
+            return False, proc.stderr.strip()
+        return True, proc.stdout
 
 
 def _start_libvirtd(base):
@@ -91,7 +103,8 @@ def _start_libvirtd(base):
         if proc.poll() is not None or time.monotonic() > deadline:
             _stop(proc)
             with open(os.path.join(base, "libvirtd.log")) as handle:
-                raise RuntimeError("libvirtd did not start: %s" % handle.read()[-800:])
+                errors = [line for line in handle.read().splitlines() if " error : " in line] or ["(no error logged)"]
+                raise RuntimeError("libvirtd did not start: %s" % errors[-1].split(" error : ", 1)[-1])
         time.sleep(0.1)
     return proc, sock
 
@@ -106,25 +119,47 @@ def _stop(proc):
             proc.wait()
 
 
+def _stop_virtlogd(base):
+    """The daemon starts its own virtlogd for a guest's log (session mode: it would linger 2 min)."""
+    pidfile = os.path.join(base, "run", "libvirt", "virtlogd.pid")
+    if os.path.exists(pidfile):
+        with open(pidfile) as handle:
+            text = handle.read().strip()
+        if text.isdigit():
+            try:
+                os.kill(int(text), 15)
+            except ProcessLookupError:
+                pass
+
+
 @pytest.fixture(scope="session")
-def libvirt(tmp_path_factory):
+def libvirt():
     """A real libvirtd (QEMU driver, session mode) started for this test session; where it cannot
     run (not root, no libvirtd), libvirt's test driver ``test:///default``, which parses and keeps
     domains the same way, with the reason in ``why`` (and a warning)."""
     need("virsh")
+    # its own folder, not pytest's tmp_path: that one's parents are closed to the daemon's user
+    base = tempfile.mkdtemp(prefix="gpufleet-libvirtd-")
+    try:
+        yield from _libvirt(base)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _libvirt(base):
     if os.geteuid() != 0 or not shutil.which("libvirtd") or not shutil.which("runuser"):
         why = "libvirtd cannot run here (needs root to start it as nobody, libvirtd, runuser)"
         warnings.warn("libvirt tests use test:///default: " + why)
-        yield Libvirt("test:///default", why)
+        yield Libvirt("test:///default", base, why)
         return
-    base = str(tmp_path_factory.mktemp("libvirtd"))
     try:
         proc, sock = _start_libvirtd(base)
     except RuntimeError as exc:
         warnings.warn("libvirt tests use test:///default: %s" % exc)
-        yield Libvirt("test:///default", str(exc))
+        yield Libvirt("test:///default", base, str(exc))
         return
     try:
-        yield Libvirt("qemu+unix:///session?socket=" + sock)
+        yield Libvirt("qemu+unix:///session?socket=" + sock, base)
     finally:
         _stop(proc)
+        _stop_virtlogd(base)

@@ -12,56 +12,10 @@ import pytest
 
 from ansible_collections.gpufleet.provision.plugins.module_utils._guest.qemu import qemu_args
 from ansible_collections.gpufleet.provision.tests.integration.guest.conftest import MINI_OPTIONS, need
+from ansible_collections.gpufleet.provision.tests.integration.guest.guest_view import beside, differences
 
 CPU_MODEL = "Skylake-Server-v4"  # an Intel model: under TCG `-cpu max` shows no HT siblings
 VIRTIO_VENDOR = "0x1af4"  # the stand-ins are virtio devices (qemu.STAND_IN)
-# memory a guest node reports (MemTotal) against its zone: the kernel keeps some for itself,
-# most of it on node 0 (about 6% of 2 GiB here); a zone on the wrong node is off by 100%
-MEMORY_KEPT_BY_KERNEL = 0.10
-
-
-def differences(plan, seen):
-    """What the booted guest (``seen``: lab.guest GuestDump.topology()) shows differently from the
-    plan's ``guest`` section; [] when it matches."""
-    want, out = plan["guest"], []
-    if sorted(seen["nodes"]) != [n["id"] for n in want["numa"]]:
-        out.append("NUMA nodes: planned %s, guest has %s" % ([n["id"] for n in want["numa"]], sorted(seen["nodes"])))
-    for node in want["numa"]:
-        got = seen["nodes"].get(node["id"])
-        if got is None:
-            continue
-        if got["cpus"] != node["cpus"]:
-            out.append("node %d CPUs: planned %s, guest has %s" % (node["id"], node["cpus"], got["cpus"]))
-        low = node["memory_mib"] * 1024 * (1 - MEMORY_KEPT_BY_KERNEL)
-        if not low <= (got["memory_kb"] or 0) <= node["memory_mib"] * 1024:
-            out.append("node %d memory: planned %d MiB, guest has %s kB" % (node["id"], node["memory_mib"], got["memory_kb"]))
-    if seen["siblings"] != sorted(want["siblings"]):
-        out.append("HT siblings: planned %s, guest has %s" % (sorted(want["siblings"]), seen["siblings"]))
-    return out + _device_differences(want["devices"], seen["pci"])
-
-
-def _device_differences(devices, pci):
-    out = []
-    for dev in devices:
-        got, partner = pci.get(dev["guest_pci"]), pci.get(dev["partner"])
-        if got is None:
-            out.append("%s %s: not in the guest" % (dev["kind"], dev["guest_pci"]))
-            continue
-        if got["numa_node"] != dev["numa_node"]:
-            out.append("%s %s: planned on node %d, guest says %s" % (dev["kind"], dev["guest_pci"], dev["numa_node"], got["numa_node"]))
-        if partner is None or not beside(got, partner):
-            out.append("%s %s: not beside its partner %s (%s / %s)" % (
-                dev["kind"], dev["guest_pci"], dev["partner"], got["path"], partner and partner["path"]))
-    return out
-
-
-def beside(a, b):
-    """Two endpoints on two downstream ports of one PCIe switch: same host bridge, same bridges
-    down to the switch's upstream port, different downstream ports (nvidia-smi's PIX)."""
-    return (a["host_bridge"] == b["host_bridge"] and len(a["path"]) >= 2
-            and a["path"][:-1] == b["path"][:-1] and a["path"][-1] != b["path"][-1])
-
-
 def endpoints(seen):
     """The stand-in devices the guest sees, per guest NUMA node."""
     found = {}
