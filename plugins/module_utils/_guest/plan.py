@@ -85,8 +85,8 @@ def _place(model, req):
     """Take the slots of one request (marks them used). Returns the slots."""
     pair_slots = [s for s in model["slots"] if s["pair"]]
     if req["gpus"] > len(pair_slots):
-        raise GuestPlanError("guest %s: %d GPUs requested, the host has %d GPU-NIC pair(s)"
-                             % (req["name"], req["gpus"], len(pair_slots)))
+        raise GuestPlanError("guest %s: %s requested, the host has %s"
+                             % (req["name"], _count(req["gpus"], "GPU"), _count(len(pair_slots), "GPU-NIC pair")))
     slots = _gpu_slots(model, req) if req["gpus"] else _cpu_only_slot(model, req)
     slots = slots + _more_for_vcpus(model, req, slots)
     for slot in slots:
@@ -116,9 +116,13 @@ def _gpu_slots(model, req):
             return free[:want]
     free = [s for s in model["slots"] if s["pair"] and not s["used"]]
     where = sorted(set(s["node"] for s in free))
-    raise GuestPlanError("guest %s: %d GPUs requested, %d GPU-NIC pair(s) free%s"
-                         % (req["name"], want, len(free),
+    raise GuestPlanError("guest %s: %s requested, %s free%s"
+                         % (req["name"], _count(want, "GPU"), _count(len(free), "GPU-NIC pair"),
                             " (NUMA node %s)" % ", ".join(str(n) for n in where) if where else ""))
+
+
+def _count(number, noun):
+    return "%d %s%s" % (number, noun, "" if number == 1 else "s")
 
 
 def _cpu_only_slot(model, req):
@@ -230,7 +234,10 @@ def _plan(model, req, slots):
                 plan["vcpus"].append({"vcpu": len(plan["vcpus"]), "host_cpu": cpu, "guest_node": guest_node})
         plan["memory_zones"].append({"id": "mem%d" % guest_node, "host_node": nid, "guest_node": guest_node,
                                      "size_mib": pages * model["page_kb"] // 1024, "hugepage_size_kb": model["page_kb"]})
-    plan["devices"] = _devices(per_node)
+    try:
+        plan["devices"] = _devices(per_node)
+    except ValueError as exc:
+        raise GuestPlanError("guest %s: %s" % (req["name"], exc))
     plan["guest"] = _guest_view(model, plan)
     return plan
 
