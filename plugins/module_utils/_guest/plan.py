@@ -86,7 +86,7 @@ def _place(model, req):
     pair_slots = [s for s in model["slots"] if s["pair"]]
     if req["gpus"] > len(pair_slots):
         raise GuestPlanError("guest %s: %s requested, the host has %s"
-                             % (req["name"], _count(req["gpus"], "GPU"), _count(len(pair_slots), "GPU-NIC pair")))
+                             % (req["name"], topology.count(req["gpus"], "GPU"), topology.count(len(pair_slots), "GPU-NIC pair")))
     slots = _gpu_slots(model, req) if req["gpus"] else _cpu_only_slot(model, req)
     slots = slots + _more_for_vcpus(model, req, slots)
     for slot in slots:
@@ -117,12 +117,9 @@ def _gpu_slots(model, req):
     free = [s for s in model["slots"] if s["pair"] and not s["used"]]
     where = sorted(set(s["node"] for s in free))
     raise GuestPlanError("guest %s: %s requested, %s free%s"
-                         % (req["name"], _count(want, "GPU"), _count(len(free), "GPU-NIC pair"),
+                         % (req["name"], topology.count(want, "GPU"), topology.count(len(free), "GPU-NIC pair"),
                             " (NUMA node %s)" % ", ".join(str(n) for n in where) if where else ""))
 
-
-def _count(number, noun):
-    return "%d %s%s" % (number, noun, "" if number == 1 else "s")
 
 
 def _cpu_only_slot(model, req):

@@ -84,5 +84,10 @@ def pci_layout(nodes_pairs):
     return layout
 
 
+def count(number, noun):
+    """count(1, "GPU") -> "1 GPU", count(2, "GPU") -> "2 GPUs" (error messages read as sentences)."""
+    return "%d %s%s" % (number, noun, "" if number == 1 else "s")
+
+
 def bdf(bus, slot=0, function=0, domain=0):
     return "%04x:%02x:%02x.%d" % (domain, bus, slot, function)
