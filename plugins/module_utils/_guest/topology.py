@@ -70,7 +70,7 @@ def pci_layout(nodes_pairs):
     node at bus B, and under it per pair one root port, one switch (upstream port) and two
     downstream ports, the GPU on the first and its NIC on the second.
     """
-    most = max([count for _, count in nodes_pairs] or [0])
+    most = max([entry[1] for entry in nodes_pairs] or [0])
     stride = 16 * -(-(BUSES_PER_PAIR * most + 1) // 16)
     layout = {}
     for index, (node, count) in enumerate(nodes_pairs):
@@ -80,7 +80,7 @@ def pci_layout(nodes_pairs):
     last = max([b for entry in layout.values() for pair in entry["pairs"] for b in pair] or [0])
     if last > 0xff:
         raise ValueError("%d pairs on %d guest NUMA nodes need guest PCI bus %d, past 255"
-                         % (sum(c for _, c in nodes_pairs), len(nodes_pairs), last))
+                         % (sum(entry[1] for entry in nodes_pairs), len(nodes_pairs), last))
     return layout
 
 

@@ -6,9 +6,9 @@ from ansible_collections.gpufleet.provision.plugins.module_utils._guest.plan imp
 EIGHT = [{"name": "big", "gpus": 8}]
 
 
-def fails(facts, requests=EIGHT, options=None):
+def fails(facts, requests=None, options=None):
     with pytest.raises(GuestPlanError) as err:
-        plan_guests(facts, requests, options)
+        plan_guests(facts, EIGHT if requests is None else requests, options)
     return str(err.value)
 
 

@@ -76,7 +76,7 @@ def test_eight_one_gpu_guests_share_nothing(tree_facts):
     assert [(p["vcpus"][0]["host_cpu"], p["vcpus"][1]["host_cpu"]) for p in plans] == [(13 * k, 13 * k + 104) for k in range(8)]
     cpus = [v["host_cpu"] for p in plans for v in p["vcpus"]]
     assert len(cpus) == len(set(cpus)) == 8 * 24
-    assert [p["devices"][1]["name"] for p in plans] == [name for name, _ in REF_NICS]
+    assert [p["devices"][1]["name"] for p in plans] == [nic[0] for nic in REF_NICS]
     assert all(p["devices"][0]["guest_pci"] == "0000:13:00.0" for p in plans)   # each guest's own PCI tree
 
 
