@@ -7,6 +7,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpufleet.provision.plugins.module_utils._parsers import format_cpulist
+
 # The kernel's REMOTE_DISTANCE (include/linux/topology.h): a SLIT distance at or above it is
 # another socket; below it (11, 12 between SNC/NPS nodes) the same package.
 REMOTE_DISTANCE = 20
@@ -18,14 +20,7 @@ BUSES_PER_PAIR = 4
 
 def cpulist(cpus):
     """[0, 1, 2, 5] -> "0-2,5" (the kernel's and the hypervisors' list syntax)."""
-    out, cpus, i = [], sorted(set(cpus)), 0
-    while i < len(cpus):
-        j = i
-        while j + 1 < len(cpus) and cpus[j + 1] == cpus[j] + 1:
-            j += 1
-        out.append(str(cpus[i]) if i == j else "%d-%d" % (cpus[i], cpus[j]))
-        i = j + 1
-    return ",".join(out)
+    return format_cpulist(cpus)
 
 
 def spread(total, caps):
