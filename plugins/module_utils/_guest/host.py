@@ -82,8 +82,8 @@ def _reserved(nid, cores, reserve):
     node's first CPU), or the cores of the CPUs listed."""
     if isinstance(reserve, int):
         if reserve >= len(cores):
-            raise GuestPlanError("NUMA node %s: %d core(s), reserve_host_cpus keeps %d for the host: none left for guests"
-                                 % (nid, len(cores), reserve))
+            raise GuestPlanError("NUMA node %s: %s, reserve_host_cpus keeps %d for the host: none left for guests"
+                                 % (nid, topology.count(len(cores), "core"), reserve))
         return set(cores[len(cores) - reserve:]) if reserve else set()
     listed = set(reserve)
     return set(core for core in cores if listed & set(core))

@@ -85,8 +85,8 @@ def _place(model, req):
     """Take the slots of one request (marks them used). Returns the slots."""
     pair_slots = [s for s in model["slots"] if s["pair"]]
     if req["gpus"] > len(pair_slots):
-        raise GuestPlanError("guest %s: %d GPUs requested, the host has %d GPU-NIC pair(s)"
-                             % (req["name"], req["gpus"], len(pair_slots)))
+        raise GuestPlanError("guest %s: %s requested, the host has %s"
+                             % (req["name"], topology.count(req["gpus"], "GPU"), topology.count(len(pair_slots), "GPU-NIC pair")))
     slots = _gpu_slots(model, req) if req["gpus"] else _cpu_only_slot(model, req)
     slots = slots + _more_for_vcpus(model, req, slots)
     for slot in slots:
@@ -116,8 +116,8 @@ def _gpu_slots(model, req):
             return free[:want]
     free = [s for s in model["slots"] if s["pair"] and not s["used"]]
     where = sorted(set(s["node"] for s in free))
-    raise GuestPlanError("guest %s: %d GPUs requested, %d GPU-NIC pair(s) free%s"
-                         % (req["name"], want, len(free),
+    raise GuestPlanError("guest %s: %s requested, %s free%s"
+                         % (req["name"], topology.count(want, "GPU"), topology.count(len(free), "GPU-NIC pair"),
                             " (NUMA node %s)" % ", ".join(str(n) for n in where) if where else ""))
 
 
@@ -153,15 +153,15 @@ def _more_for_vcpus(model, req, slots):
 
 
 def _per_node(model, req, slots):
-    """[(host node, cores, pages, pairs)] in host node order, with the request's caps applied."""
+    """[{node, cores, pages, pairs}] in host node order, with the request's caps applied."""
     nodes = sorted(set(s["node"] for s in slots))
     cores = [[c for s in slots if s["node"] == nid for c in s["cores"]] for nid in nodes]
     pairs = [[s["pair"] for s in slots if s["node"] == nid and s["pair"]] for nid in nodes]
     pages = [_node_pages(model, req, nid, [s for s in slots if s["node"] == nid]) for nid in nodes]
     cores = _cap_cores(model, req, nodes, cores)
     pages = _cap_pages(model, req, nodes, pages)
-    return [(nodes[i], sorted(cores[i]), pages[i], sorted(pairs[i], key=lambda p: p["gpu"]["pci"]))
-            for i in range(len(nodes))]
+    return [{"node": nodes[i], "cores": sorted(cores[i]), "pages": pages[i],
+             "pairs": sorted(pairs[i], key=lambda p: p["gpu"]["pci"])} for i in range(len(nodes))]
 
 
 def _node_pages(model, req, nid, slots):
@@ -213,7 +213,7 @@ def _cap_pages(model, req, nodes, pages):
 
 def _plan(model, req, slots):
     per_node = _per_node(model, req, slots)
-    host_nodes = [nid for nid, _, _, _ in per_node]
+    host_nodes = [entry["node"] for entry in per_node]
     reserved = sorted(c for nid in host_nodes for core in model["nodes"][nid]["reserved"] for c in core)
     plan = {
         "schema": SCHEMA,
@@ -224,13 +224,17 @@ def _plan(model, req, slots):
         "memory_zones": [],
         "devices": [],
     }
-    for guest_node, (nid, cores, pages, pairs) in enumerate(per_node):
-        for core in cores:
+    for guest_node, entry in enumerate(per_node):
+        for core in entry["cores"]:
             for cpu in core:
                 plan["vcpus"].append({"vcpu": len(plan["vcpus"]), "host_cpu": cpu, "guest_node": guest_node})
-        plan["memory_zones"].append({"id": "mem%d" % guest_node, "host_node": nid, "guest_node": guest_node,
-                                     "size_mib": pages * model["page_kb"] // 1024, "hugepage_size_kb": model["page_kb"]})
-    plan["devices"] = _devices(per_node)
+        plan["memory_zones"].append({"id": "mem%d" % guest_node, "host_node": entry["node"], "guest_node": guest_node,
+                                     "size_mib": entry["pages"] * model["page_kb"] // 1024,
+                                     "hugepage_size_kb": model["page_kb"]})
+    try:
+        plan["devices"] = _devices(per_node)
+    except ValueError as exc:
+        raise GuestPlanError("guest %s: %s" % (req["name"], exc))
     plan["guest"] = _guest_view(model, plan)
     return plan
 
@@ -240,31 +244,32 @@ def _topology(model, per_node):
     (QEMU and cloud-hypervisor need equal packages), else one package."""
     package_of = dict((nid, i) for i, group in enumerate(model["packages"]) for nid in group)
     per_package = {}
-    for nid, cores, _, _ in per_node:
-        per_package[package_of[nid]] = per_package.get(package_of[nid], 0) + len(cores)
+    for entry in per_node:
+        package = package_of[entry["node"]]
+        per_package[package] = per_package.get(package, 0) + len(entry["cores"])
     total = sum(per_package.values())
     count = len(per_package) if len(set(per_package.values())) == 1 else 1
     return {"packages": count, "cores_per_package": total // count, "threads_per_core": model["threads"]}
 
 
 def _devices(per_node):
-    with_pairs = [(g, len(pairs)) for g, (_, _, _, pairs) in enumerate(per_node) if pairs]
+    with_pairs = [(g, len(entry["pairs"])) for g, entry in enumerate(per_node) if entry["pairs"]]
     layout = topology.pci_layout(with_pairs)
-    devices, index = [], 0
-    for guest_node, (nid, _, _, pairs) in enumerate(per_node):
-        for i, pair in enumerate(pairs):
+    devices = []
+    for guest_node, entry in enumerate(per_node):
+        for i, pair in enumerate(entry["pairs"]):
+            index = len(devices) // 2
             buses = layout[guest_node]["pairs"][i]
             for kind, dev, bus, slot in (("gpu", pair["gpu"], buses[0], 1), ("nic", pair["nic"], buses[1], 2)):
-                entry = {"kind": kind, "host_pci": dev["pci"], "pair": index, "rail": pair["rail"],
-                         "host_node": nid, "guest_node": guest_node, "guest_bus": layout[guest_node]["bus_nr"],
-                         "guest_pci": topology.bdf(bus), "segment": index + 1, "segment_device": slot}
+                device = {"kind": kind, "host_pci": dev["pci"], "pair": index, "rail": pair["rail"],
+                          "host_node": entry["node"], "guest_node": guest_node, "guest_bus": layout[guest_node]["bus_nr"],
+                          "guest_pci": topology.bdf(bus), "segment": index + 1, "segment_device": slot}
                 if kind == "nic":
-                    entry["name"] = dev["name"]
-                    entry["affinity"] = pair["affinity"]
+                    device["name"] = dev["name"]
+                    device["affinity"] = pair["affinity"]
                 else:
-                    entry["model"] = dev.get("model")
-                devices.append(entry)
-            index += 1
+                    device["model"] = dev.get("model")
+                devices.append(device)
     return devices
 
 
