@@ -65,7 +65,10 @@ def kernel(cache=None):
     if os.path.exists(dest):
         return dest
     with tempfile.TemporaryDirectory(prefix="gpufleet-kernel-") as tmp:
-        _run(["apt-get", "download", "-q", package], cwd=tmp)
+        try:
+            _run(["apt-get", "download", "-q", package], cwd=tmp)
+        except GuestBuildError as exc:
+            raise GuestBuildError("%s (stale package lists? apt-get update)" % exc)
         debs = glob.glob(os.path.join(tmp, package + "_*.deb"))
         if not debs:
             raise GuestBuildError("apt-get download %s left no .deb" % package)
@@ -74,8 +77,9 @@ def kernel(cache=None):
         if not images:
             raise GuestBuildError("%s holds no boot/vmlinuz-*" % os.path.basename(debs[0]))
         os.makedirs(os.path.dirname(dest), exist_ok=True)
-        shutil.copyfile(images[0], dest + ".part")
-        os.replace(dest + ".part", dest)
+        part = "%s.%d.part" % (dest, os.getpid())  # two test runs may build at once
+        shutil.copyfile(images[0], part)
+        os.replace(part, dest)
     return dest
 
 
@@ -105,12 +109,16 @@ def initramfs(cache=None):
         names = sorted(os.path.relpath(os.path.join(d, n), stage)
                        for d, dirs, files in os.walk(stage) for n in dirs + files)
         archive = _cpio(stage, names)
-    with open(dest + ".part", "wb") as handle:
+    part = "%s.%d.part" % (dest, os.getpid())
+    with open(part, "wb") as handle:
         handle.write(gzip.compress(archive, mtime=0))
-    os.replace(dest + ".part", dest)
+    os.replace(part, dest)
     for old in glob.glob(os.path.join(os.path.dirname(dest), "initramfs-*.cpio.gz")):
         if old != dest:
-            os.remove(old)  # an earlier init.sh's: never booted again
+            try:
+                os.remove(old)  # an earlier init.sh's: never booted again
+            except FileNotFoundError:
+                pass
     return dest
 
 
