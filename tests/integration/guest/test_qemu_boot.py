@@ -10,6 +10,7 @@ import copy
 
 import pytest
 
+from ansible_collections.gpufleet.provision.plugins.module_utils._facts import collect
 from ansible_collections.gpufleet.provision.plugins.module_utils._guest.qemu import qemu_args
 from ansible_collections.gpufleet.provision.tests.integration.guest.conftest import MINI_OPTIONS, need
 from ansible_collections.gpufleet.provision.tests.integration.guest.guest_view import beside, differences
@@ -27,7 +28,7 @@ def endpoints(seen):
 
 @pytest.fixture(scope="module")
 def booted(plans):
-    """Factory: booted(requests) -> [(plan, topology seen from inside)] per guest, each booted once."""
+    """Factory: booted(requests) -> [(plan, topology seen from inside, GuestDump)] per guest, each booted once."""
     need("qemu-system-x86_64", "cpio")
     from lab.guest import boot
     done = {}
@@ -39,7 +40,7 @@ def booted(plans):
             for plan in plans("guest-mini", requests, MINI_OPTIONS):
                 dump = boot.boot(qemu_args(plan, devices="stand-in", memory="ram", cpu_model=CPU_MODEL))
                 print("guest %s booted under %s in %.1f s" % (plan["name"], dump.accel, dump.seconds))
-                out.append((plan, dump.topology()))
+                out.append((plan, dump.topology(), dump))
             done[key] = out
         return done[key]
     return _boot
@@ -51,7 +52,7 @@ ONE_GPU_EACH = [{"name": "ga", "gpus": 1}, {"name": "gb", "gpus": 1}]
 
 @pytest.mark.parametrize("requests", [TWO_GPUS, ONE_GPU_EACH], ids=["one-guest-2-gpus", "two-guests-1-gpu"])
 def test_guest_sees_the_plan(booted, requests):
-    for plan, seen in booted(requests):
+    for plan, seen, _ in booted(requests):
         assert differences(plan, seen) == [], plan["name"]
 
 
@@ -59,7 +60,7 @@ def test_two_gpu_guest_by_hand(booted):
     """Expectations written from the model, not from the plan: both sockets' GPU nodes (0 and 3)
     become guest nodes 0 and 1, one host core each, so vCPUs 0-1 and 2-3 are sibling pairs; 2 GiB
     per node; two stand-ins per node, on one switch."""
-    ((plan, seen),) = booted(TWO_GPUS)
+    ((plan, seen, _),) = booted(TWO_GPUS)
     assert sorted(seen["nodes"]) == [0, 1]
     assert seen["nodes"][0]["cpus"] == [0, 1]
     assert seen["nodes"][1]["cpus"] == [2, 3]
@@ -82,20 +83,20 @@ def test_one_gpu_guests_by_hand(booted):
     siblings), 2 GiB, and its GPU and NIC stand-ins beside each other on node 0."""
     guests = booted(ONE_GPU_EACH)
     assert len(guests) == 2
-    for plan, seen in guests:
+    for plan, seen, _ in guests:
         assert sorted(seen["nodes"]) == [0], plan["name"]
         assert seen["nodes"][0]["cpus"] == [0, 1]
         assert seen["siblings"] == [[0, 1]]
         found = endpoints(seen)
         assert sorted(found) == [0] and len(found[0]) == 2, found
         assert beside(seen["pci"][found[0][0]], seen["pci"][found[0][1]])
-    hosts = [plan["host"]["numa_nodes"] for plan, _ in guests]
+    hosts = [plan["host"]["numa_nodes"] for plan, _, _ in guests]
     assert sorted(hosts) == [[0], [3]]  # never the same host node twice
 
 
 def test_differences_bite(booted):
     """The comparison above finds each kind of mismatch (a test that cannot fail proves nothing)."""
-    ((plan, seen),) = booted(TWO_GPUS)
+    ((plan, seen, _),) = booted(TWO_GPUS)
     wrong = copy.deepcopy(seen)
     wrong["nodes"][0]["cpus"] = [0]
     wrong["nodes"][1]["memory_kb"] = 4096 * 1024
@@ -111,3 +112,14 @@ def test_differences_bite(booted):
     assert any("not beside its partner" in f for f in found), found
     del wrong["nodes"][1]
     assert any(f.startswith("NUMA nodes") for f in differences(plan, wrong))
+
+
+def test_the_dump_reads_as_node_facts(booted, tmp_path):
+    """The guest's dump unpacks into a tree the node facts collector reads like a node's (the
+    guest side of the gate runs on it): its NUMA nodes, CPUs and siblings are the plan's."""
+    ((plan, _, dump),) = booted(TWO_GPUS)
+    facts, _ = collect(dump.unpack(str(tmp_path / "guest")))
+    assert [(n["id"], n["cpus"]) for n in facts["numa"]["nodes"]] == [(n["id"], n["cpus"]) for n in plan["guest"]["numa"]]
+    assert facts["cpu"]["siblings"] == plan["guest"]["siblings"]
+    assert facts["cpu"]["threads_per_core"] == 2 and facts["cpu"]["online_count"] == len(plan["vcpus"])
+    assert not [p for p in facts["problems"] if "system/node" in str(p) or "system/cpu" in str(p)]
