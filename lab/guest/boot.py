@@ -160,17 +160,23 @@ def choose_accel(args=(), cache=None):
     except OSError:
         return "tcg"
     cpu = _option(args, "-cpu") or "max"
-    boot_id = (open("/proc/sys/kernel/random/boot_id").read().strip()
-               if os.path.exists("/proc/sys/kernel/random/boot_id") else "unknown")
-    verdicts = os.path.join(build.cache_dir(cache), "accel.json")
-    known = json.load(open(verdicts)) if os.path.exists(verdicts) else {}
-    key = "%s %s" % (boot_id, cpu)
+    path = os.path.join(build.cache_dir(cache), "accel.json")
+    key = "%s %s" % (_read("/", "proc/sys/kernel/random/boot_id") or "unknown", cpu)
+    try:
+        with open(path) as handle:
+            known = json.load(handle)
+    except (OSError, ValueError):
+        known = {}
     if key not in known:
         probe = ["-machine", "q35", "-cpu", cpu, "-smp", "2", "-m", "256M"]
-        console, err, rc, seconds = _run(probe, "kvm", PROBE_SECONDS, cache)
-        known = {key: "kvm" if BEGIN in console and END in console else "tcg"}  # only this boot's verdict
-        with open(verdicts, "w") as handle:
+        console = _run(probe, "kvm", PROBE_SECONDS, cache)[0]
+        boot_id = key.split(" ")[0]
+        known = {k: v for k, v in known.items() if k.startswith(boot_id + " ")}  # earlier host boots: stale
+        known[key] = "kvm" if BEGIN in console and END in console else "tcg"
+        part = "%s.%d.part" % (path, os.getpid())
+        with open(part, "w") as handle:
             json.dump(known, handle)
+        os.replace(part, path)
     return known[key]
 
 

@@ -57,7 +57,7 @@ def test_option_takes_the_last_value():
 
 @pytest.mark.skipif(not (shutil.which("cpio") and os.path.exists(build.BUSYBOX)),
                     reason="needs cpio and busybox-static (.ci/deps.sh)")
-def test_initramfs_holds_init_and_busybox_and_is_rebuilt_when_init_changes(tmp_path):
+def test_initramfs_holds_init_and_busybox_and_is_named_by_their_hash(tmp_path):
     first = build.initramfs(str(tmp_path))
     listing = subprocess.run(["cpio", "-t", "--quiet"], input=gzip.open(first).read(), capture_output=True, check=True)
     names = set(listing.stdout.decode().split())
