@@ -1,13 +1,16 @@
 """libvirt accepts the plan's domain XML: its own schemas (``virt-xml-validate``), and a real libvirtd
 (QEMU driver, started by the test: conftest.libvirt) that defines it and gives back the same
-pinning, memory nodes, NUMA cells and device places; the same daemon boots the stand-in form under
-TCG and the guest shows the planned topology from inside.
+pinning, memory nodes, NUMA cells and device places; the QEMU command line libvirt makes of it is
+the one qemu_args writes; the same daemon boots the stand-in form under TCG and the guest shows the
+planned topology from inside.
 
 Where libvirtd cannot run, the test driver (test:///default) parses and keeps the domain instead;
 it checks less (no PCI address or controller-node checks): those tests say so and skip.
 """
+import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import time
@@ -16,6 +19,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from ansible_collections.gpufleet.provision.plugins.module_utils._guest.libvirt import domain_xml
+from ansible_collections.gpufleet.provision.plugins.module_utils._guest.qemu import qemu_args
 from ansible_collections.gpufleet.provision.tests.integration.guest.conftest import MINI_OPTIONS, need
 from ansible_collections.gpufleet.provision.tests.integration.guest.guest_view import differences
 
@@ -251,3 +255,78 @@ def test_libvirt_boots_the_stand_in_domain(libvirt, plans):
         libvirt.virsh("undefine", plan["name"])
     print("libvirt guest booted in %.1f s" % dump.seconds)
     assert differences(plan, dump.topology()) == []
+
+
+# --- libvirt's own QEMU command line is the one qemu_args writes -------------------------------
+
+def _fields(text):
+    """A QEMU option value as a dict: JSON (libvirt) or ``type,key=value,...`` (qemu_args)."""
+    if text.startswith("{"):
+        return json.loads(text)
+    head, *rest = text.split(",")
+    out = {"driver": head} if "=" not in head else dict([head.split("=", 1)])
+    for part in rest:
+        key, _, value = part.partition("=")
+        out[key] = value
+    return out
+
+
+def _size(value):
+    value = str(value)
+    return int(value[:-1]) * 1024 * 1024 if value.endswith("M") else int(value)
+
+
+def _slot(addr):
+    return int(str(addr or "0").split(".")[0], 16)
+
+
+def qemu_view(argv):
+    """What a QEMU command line gives the guest, whatever the spelling: CPUs, nodes with their CPUs
+    and memory, distances, expander buses, and where each stand-in sits (expander bus_nr and node,
+    root port slot, downstream port slot)."""
+    options = [(argv[i], argv[i + 1]) for i in range(len(argv) - 1) if argv[i].startswith("-")]
+    objects = {f["id"]: f for f in (_fields(v) for k, v in options if k == "-object")}
+    devices = {f.get("id"): f for f in (_fields(v) for k, v in options if k == "-device")}
+    smp = _fields("cpus=" + [v for k, v in options if k == "-smp"][0])
+    numa = [_fields(v) for k, v in options if k == "-numa"]
+    view = {"smp": tuple(int(smp.get(k, 1)) for k in ("cpus", "sockets", "cores", "threads")),
+            "nodes": {int(n["nodeid"]): (n["cpus"], _size(objects[n["memdev"]]["size"])) for n in numa if n["driver"] == "node"},
+            "distances": {(int(n["src"]), int(n["dst"]), int(n["val"])) for n in numa
+                          if n["driver"] == "dist" and n["src"] != n["dst"]},
+            "expanders": sorted((int(d["bus_nr"]), int(d["numa_node"])) for d in devices.values() if d["driver"] == "pxb-pcie"),
+            "stand-ins": []}
+    for dev in devices.values():
+        if dev["driver"] == "virtio-rng-pci":
+            down = devices[dev["bus"]]
+            root = devices[devices[down["bus"]]["bus"]]
+            pxb = devices[root["bus"]]
+            view["stand-ins"].append((int(pxb["bus_nr"]), int(pxb["numa_node"]), _slot(root.get("addr")), _slot(down.get("addr"))))
+    view["stand-ins"].sort()
+    return view
+
+
+@pytest.mark.parametrize("tree,requests,options", [CASES[0], CASES[2]], ids=[IDS[0], IDS[2]])
+def test_libvirt_runs_the_qemu_that_qemu_args_writes(libvirt, plans, tree, requests, options):
+    """``virsh domxml-to-native qemu-argv``: the QEMU command line libvirt makes of domain_xml(plan)
+    gives the guest what qemu_args(plan) gives it (stand-in devices, RAM: this host has neither the
+    GPUs nor the nodes)."""
+    if libvirt.why:
+        pytest.skip("domxml-to-native needs libvirt's QEMU driver (%s)" % libvirt.why)
+    for plan in plans(tree, requests, options):
+        path = os.path.join(libvirt.base, "native.xml")
+        with open(path, "w") as handle:
+            handle.write(xml_for(plan, devices="stand-in", memory="ram"))
+        native = shlex.split(libvirt.virsh("domxml-to-native", "qemu-argv", path).stdout)
+        ours = qemu_view(qemu_args(plan, devices="stand-in", memory="ram", cpu_model=CPU_MODEL))
+        assert qemu_view(native) == ours, plan["name"]
+        assert len(ours["stand-ins"]) == len(plan["devices"]) and len(ours["nodes"]) == len(plan["guest"]["numa"])
+
+
+def test_qemu_view_bites(plans):
+    (plan,) = plans("guest-mini", [{"name": "g2", "gpus": 2}], MINI_OPTIONS)
+    args = qemu_args(plan, devices="stand-in", memory="ram")
+    view = qemu_view(args)
+    assert view["smp"] == (4, 2, 1, 2) and view["expanders"] == [(16, 0), (32, 1)]
+    moved = [a.replace("numa_node=1", "numa_node=0") for a in args]
+    assert qemu_view(moved)["expanders"] == [(16, 0), (32, 0)]
+    assert qemu_view(moved)["stand-ins"] != view["stand-ins"]
