@@ -47,7 +47,8 @@ def _options(options):
         if value is not None:
             opts[key] = value
     reserve = opts["reserve_host_cpus"]
-    if isinstance(reserve, bool) or not (isinstance(reserve, int) and reserve >= 0 or isinstance(reserve, list)):
+    as_list = isinstance(reserve, list) and all(isinstance(c, int) and not isinstance(c, bool) for c in reserve)
+    if isinstance(reserve, bool) or not (isinstance(reserve, int) and reserve >= 0 or as_list):
         raise GuestPlanError("options: reserve_host_cpus must be a count of cores per NUMA node or a list of host CPUs, got %r"
                              % (reserve,))
     if not isinstance(opts["hugepage_size_kb"], int) or opts["hugepage_size_kb"] <= 0:
@@ -158,6 +159,10 @@ def _per_node(model, req, slots):
     cores = [[c for s in slots if s["node"] == nid for c in s["cores"]] for nid in nodes]
     pairs = [[s["pair"] for s in slots if s["node"] == nid and s["pair"]] for nid in nodes]
     pages = [_node_pages(model, req, nid, [s for s in slots if s["node"] == nid]) for nid in nodes]
+    for nid, node_cores in zip(nodes, cores):
+        if not node_cores:
+            raise GuestPlanError("guest %s: NUMA node %s has no core left for it (its GPUs outnumber its free cores)"
+                                 % (req["name"], nid))
     cores = _cap_cores(model, req, nodes, cores)
     pages = _cap_pages(model, req, nodes, pages)
     return [{"node": nodes[i], "cores": sorted(cores[i]), "pages": pages[i],
