@@ -47,10 +47,10 @@ def booted(plans):
 
 
 TWO_GPUS = [{"name": "g2", "gpus": 2}]
-ONE_GPU_EACH = [{"name": "ga", "gpus": 1}, {"name": "gb", "gpus": 1}]
+ONE_GPU_EACH = [{"name": "ga", "gpus": 1}, {"name": "gb", "gpus": 1}, {"name": "gc", "gpus": 0}]
 
 
-@pytest.mark.parametrize("requests", [TWO_GPUS, ONE_GPU_EACH], ids=["one-guest-2-gpus", "two-guests-1-gpu"])
+@pytest.mark.parametrize("requests", [TWO_GPUS, ONE_GPU_EACH], ids=["one-guest-2-gpus", "guests-of-1-1-0-gpus"])
 def test_guest_sees_the_plan(booted, requests):
     for plan, seen, _ in booted(requests):
         assert differences(plan, seen) == [], plan["name"]
@@ -78,20 +78,27 @@ def test_two_gpu_guest_by_hand(booted):
     assert seen["pci"][gpu["0000:bc:00.0"]]["numa_node"] == 1
 
 
-def test_one_gpu_guests_by_hand(booted):
-    """Two 1-GPU guests: one host node each, so each guest is one node of one core (vCPUs 0-1,
-    siblings), 2 GiB, and its GPU and NIC stand-ins beside each other on node 0."""
+def test_small_guests_by_hand(booted):
+    """Two 1-GPU guests and one without GPUs: one host node each (never the same twice), so each
+    guest is one node of one core (vCPUs 0-1, siblings); the GPU guests have their GPU and NIC
+    stand-ins beside each other on node 0 and 2 GiB, the CPU-only guest no device and the 1 GiB of
+    free hugepages of a node without GPUs."""
     guests = booted(ONE_GPU_EACH)
-    assert len(guests) == 2
+    assert [plan["name"] for plan, _, _ in guests] == ["ga", "gb", "gc"]
     for plan, seen, _ in guests:
         assert sorted(seen["nodes"]) == [0], plan["name"]
         assert seen["nodes"][0]["cpus"] == [0, 1]
         assert seen["siblings"] == [[0, 1]]
+    for plan, seen, _ in guests[:2]:
         found = endpoints(seen)
         assert sorted(found) == [0] and len(found[0]) == 2, found
         assert beside(seen["pci"][found[0][0]], seen["pci"][found[0][1]])
+        assert 1843 * 1024 <= seen["nodes"][0]["memory_kb"] <= 2048 * 1024
+    _, seen, _ = guests[2]
+    assert endpoints(seen) == {}
+    assert 800 * 1024 <= seen["nodes"][0]["memory_kb"] <= 1024 * 1024
     hosts = [plan["host"]["numa_nodes"] for plan, _, _ in guests]
-    assert sorted(hosts) == [[0], [3]]  # never the same host node twice
+    assert sorted(hosts[:2]) == [[0], [3]] and hosts[2] in ([1], [2])
 
 
 def test_differences_bite(booted):
