@@ -2,7 +2,10 @@
 # System packages the lab and the real-component tests need. Installs only what is missing
 # (root on a fresh Debian 12 machine); prints what it does.
 set -euo pipefail
-pkgs=(podman runc slirp4netns debootstrap equivs bubblewrap dpkg-dev slurm-wlm git make openssh-client)
+pkgs=(podman runc slirp4netns debootstrap equivs bubblewrap dpkg-dev slurm-wlm git make openssh-client
+  # guest plan tests (tests/integration/guest): a QEMU guest on a busybox initramfs, libvirt's schemas
+  # (virt-xml-validate needs xmllint) and a private libvirtd
+  qemu-system-x86 busybox-static cpio libvirt-daemon-system libvirt-clients libxml2-utils)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
