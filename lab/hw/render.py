@@ -51,7 +51,7 @@ def render(model, state, dest):
     hugepages = _hugepages_from_cmdline(params)
 
     _cpus(w, model, bios, topo, state, params)
-    _numa(w, topo, hugepages)
+    _numa(w, topo, hugepages, state.get("hugepages_in_use") or {})
     devices = _pci(w, model, bios, topo, state)
     _infiniband(w, model, devices, state)
     _nvme(w, devices, state)
@@ -218,7 +218,9 @@ def _cpus(w, model, bios, topo, state, params):
     w.file("proc/cpuinfo", "\n".join(sorted(blocks, key=lambda b: int(b.split("\t: ")[1].split("\n")[0]))))
 
 
-def _numa(w, topo, hugepages):
+def _numa(w, topo, hugepages, in_use):
+    """Node folders; ``in_use`` ({node: {size_kB: pages}}, state ``hugepages_in_use``) lowers
+    free_hugepages below nr_hugepages, as pages a running guest or process holds."""
     base = "sys/devices/system/node"
     ids = [n["id"] for n in topo["nodes"]]
     w.file(base + "/online", cpulist(ids))
@@ -238,7 +240,9 @@ def _numa(w, topo, hugepages):
             share = total // count + (1 if node["id"] < total % count else 0)
             huge_total += share * size
             w.file("%s/hugepages/hugepages-%dkB/nr_hugepages" % (ndir, size), str(share), mode=0o644)
-            w.file("%s/hugepages/hugepages-%dkB/free_hugepages" % (ndir, size), str(share))
+            pools = in_use.get(node["id"]) or in_use.get(str(node["id"])) or {}
+            used = int(pools.get(size, pools.get(str(size), 0)))
+            w.file("%s/hugepages/hugepages-%dkB/free_hugepages" % (ndir, size), str(max(0, share - used)))
         mem = node["memory_kb"]
         used = 2 * 1024 * 1024 + huge_total
         lines = [("MemTotal", mem), ("MemFree", mem - used), ("MemUsed", used), ("Active", 1048576),

@@ -132,12 +132,13 @@ def _node_ids(fs):
     return sorted(ids)
 
 
-def _hugepages(fs, folder):
+def _hugepages(fs, folder, count="nr_hugepages"):
+    """{size_kb: pages} of each hugepages-<size>kB pool in ``folder`` (``count``: nr_ or free_hugepages)."""
     pools = {}
     for name in fs.listdir(folder):
         match = re.match(r"^hugepages-(\d+)kB$", name)
         if match:
-            pools[match.group(1)] = fs.parse("%s/%s/nr_hugepages" % (folder, name), P.parse_int)
+            pools[match.group(1)] = fs.parse("%s/%s/%s" % (folder, name, count), P.parse_int)
     return pools
 
 
@@ -152,6 +153,8 @@ def _numa(fs):
             "cpus": fs.parse(base + "/cpulist", P.parse_cpulist),
             "memory_kb": None if meminfo is None else meminfo["MemTotal"],
             "hugepages": _hugepages(fs, base + "/hugepages"),
+            # What a guest can still be given on this node (the guest planner sizes memory zones from it).
+            "free_hugepages": _hugepages(fs, base + "/hugepages", "free_hugepages"),
         })
         distances[str(nid)] = fs.parse(base + "/distance", P.parse_distance)
     return {"online": ids, "nodes": nodes, "distances": distances}

@@ -32,7 +32,7 @@ def test_requires_ansible_and_requirements_agree_and_ci_tests_both_ends():
 
 def test_action_groups_do_not_mix_node_and_bmc_modules():
     groups = yaml.safe_load(_read("meta", "runtime.yml"))["action_groups"]
-    assert groups["node"] == ["node_facts", "validate_node"]
+    assert groups["node"] == ["node_facts", "validate_node", "guest_plan"]   # all read through `root`
     assert groups["bmc"] == ["redfish_bios", "redfish_power"]
     # the washing machine's modules: their root is the OS root, so they never share node's `root`
     assert not set(groups["node_config"]) & set(groups["node"])

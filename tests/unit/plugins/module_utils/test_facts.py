@@ -31,6 +31,7 @@ def test_reference_node(unpacked_tree):
     assert nodes[7]["cpus"] == list(range(91, 104)) + list(range(195, 208))
     assert all(len(n["cpus"]) == 26 and n["memory_kb"] == 121634816 for n in nodes)
     assert all(n["hugepages"]["1048576"] == 16 for n in nodes)            # 128 x 1G over 8 nodes
+    assert all(n["free_hugepages"] == {"2048": 0, "1048576": 16} for n in nodes)   # none given out yet
     assert facts["numa"]["distances"]["0"] == [10, 12, 12, 12, 21, 21, 21, 21]
     assert [g["pci"] for g in facts["gpus"]] == REF_GPUS
     assert [g["numa_node"] for g in facts["gpus"]] == list(range(8))
