@@ -172,6 +172,7 @@ SCHEMA = {
             "cpus": _opt("list", elements="int", required=True),
             "memory_mib": _opt("int"),
             "host_node": _opt("int"),
+            "distances": _opt("list", elements="int"),
         }),
         "siblings": _opt("list", elements=_opt("list", elements="int")),
         "devices": _opt("list", elements="dict", options={
@@ -180,6 +181,7 @@ SCHEMA = {
             "numa_node": _opt("int"),
             "pair": _opt("int"),
             "partner": _opt("str"),
+            "cloud_hypervisor_pci": _opt("str"),
         }),
     }),
     "probes": _opt("dict", options={
@@ -337,7 +339,7 @@ def _check_guest(guest):
     each partner one of the devices, node ids given once."""
     devices = guest.get("devices") or []
     for index, device in enumerate(devices):
-        for key in ("guest_pci", "partner"):
+        for key in ("guest_pci", "partner", "cloud_hypervisor_pci"):
             value = device.get(key)
             if value is not None and not BDF.match(value):
                 raise ProfileError("profile key guest.devices[%d].%s: %r is not a PCI address as sysfs names it "

@@ -56,10 +56,32 @@ def _guest_nodes(ctx):
     return dict((n.get("id"), n) for n in nodes)
 
 
+def _node_differences(ctx, node, seen):
+    """What guest node ``seen`` shows against planned ``node``: (its CPUs, its distance row, the
+    differences); an unreadable CPU list or distance row is no data, never a node without CPUs."""
+    name = "node%d" % node["id"]
+    cpus = seen.get("cpus")
+    if cpus is None:
+        raise ctx.no_data(["sys/devices/system/node/%s/cpulist" % name], "%s CPU list" % name)
+    differ = []
+    if sorted(set(cpus)) != sorted(set(node["cpus"])):
+        differ.append("%s CPUs %s, planned %s" % (name, format_cpulist(cpus) or "none", format_cpulist(node["cpus"])))
+    row = None
+    if node.get("distances") is not None:
+        row = ((ctx.facts.get("numa") or {}).get("distances") or {}).get(str(node["id"]))
+        if row is None:
+            raise ctx.no_data(["sys/devices/system/node/%s/distance" % name], "%s distance row" % name)
+        if list(row) != list(node["distances"]):
+            differ.append("%s distances %s, planned %s" % (name, " ".join(str(d) for d in row),
+                                                           " ".join(str(d) for d in node["distances"])))
+    return format_cpulist(cpus), row, differ
+
+
 @check("guest.numa", "a guest that sees other NUMA nodes than the host nodes it runs on (flattened to one node per "
-       "socket, vCPUs on the wrong node): its memory and DMA cross nodes unseen, H2D 26-44 instead of 48 GB/s",
+       "socket, vCPUs on the wrong node, distances lost): its memory and DMA cross nodes unseen, H2D 26-44 instead of 48 GB/s",
        "boot the guest from its plan (gpufleet.provision.guest_plan): one guest NUMA node per host node with the planned "
-       "vCPUs (QEMU -numa node,cpus=; libvirt cpu/numa/cell; cloud-hypervisor --numa guest_numa_id=,cpus=)")
+       "vCPUs and distances (QEMU -numa node,cpus= and -numa dist; libvirt cpu/numa/cell with distances; "
+       "cloud-hypervisor --numa guest_numa_id=,cpus=,distances=)")
 def _numa(ctx):
     planned = _planned(ctx, "numa")
     nodes = _guest_nodes(ctx)
@@ -67,23 +89,18 @@ def _numa(ctx):
     want = sorted(n["id"] for n in planned)
     if sorted(nodes) != want:
         failures.append("NUMA nodes %s, planned %s" % (format_cpulist(nodes), format_cpulist(want)))
-    observed, expected, moved = {}, {}, []
+    observed, expected, differ = {"cpus": {}, "distances": {}}, {"cpus": {}, "distances": {}}, []
     for node in planned:
-        expected["node%d" % node["id"]] = format_cpulist(node["cpus"])
-        seen = nodes.get(node["id"])
-        if seen is None:
-            continue
-        cpus = seen.get("cpus")
-        if cpus is None:
-            # an unreadable CPU list is not a node without CPUs
-            raise ctx.no_data(["sys/devices/system/node/node%d/cpulist" % node["id"]], "node%d CPU list" % node["id"])
-        observed["node%d" % node["id"]] = format_cpulist(cpus)
-        if sorted(set(cpus)) != sorted(set(node["cpus"])):
-            moved.append("node%d CPUs %s, planned %s" % (node["id"], format_cpulist(cpus) or "none", format_cpulist(node["cpus"])))
+        name = "node%d" % node["id"]
+        expected["cpus"][name] = format_cpulist(node["cpus"])
+        expected["distances"][name] = node.get("distances")
+        if node["id"] in nodes:
+            observed["cpus"][name], observed["distances"][name], found = _node_differences(ctx, node, nodes[node["id"]])
+            differ += found
     for nid in sorted(set(nodes) - set(want)):
-        observed["node%d" % nid] = format_cpulist(nodes[nid].get("cpus") or [])
-    if moved:
-        failures.append(_listed(moved))
+        observed["cpus"]["node%d" % nid] = format_cpulist(nodes[nid].get("cpus") or [])
+    if differ:
+        failures.append(_listed(differ))
     return outcome(failures, [], observed, expected)
 
 
@@ -187,35 +204,57 @@ def _placement(device):
     return dict(device, numa_node=device["numa_node"] if device["numa_node"] >= 0 else None)
 
 
+# Where the plan's devices are in the guest, and how close each pair must be: QEMU and libvirt put
+# them at guest_pci, a pair under one PCIe switch; cloud-hypervisor, which has no switches, at
+# cloud_hypervisor_pci, a pair alone on one PCI segment (its own host bridge: PHB at best).
+ADDRESSINGS = (("guest_pci", ("PIX",), "under one PCIe switch"),
+               ("cloud_hypervisor_pci", ("PIX", "PXB", "PHB"), "on one PCI segment"))
+
+
+def _addressing(ctx, planned):
+    """(addressing, {guest_pci: the device found at its address under it}) for the addressing under
+    which more planned devices are present (guest_pci on a tie)."""
+    best = None
+    for addressing in ADDRESSINGS:
+        key = addressing[0]
+        if not all(d.get(key) for d in planned):
+            continue
+        found = dict((d["guest_pci"], _located(ctx, d[key])) for d in planned)
+        present = sum(1 for v in found.values() if v is not None)
+        if best is None or present > best[0]:
+            best = (present, addressing, found)
+    return best[1], best[2]
+
+
 @check("guest.devices", "a passed-through GPU or NIC on the wrong guest NUMA node, on none (-1), or away from its "
        "partner: the guest's NCCL sees them as far apart, GPUDirect RDMA stays off, and the H2D copy runs from remote memory",
        "place each GPU with its rail NIC as the plan says: under one PCIe switch on an expander bus bound to the guest node "
-       "(QEMU pxb-pcie numa_node=; libvirt pcie-expander-bus with <node>; cloud-hypervisor one PCI segment per guest node)")
+       "(QEMU pxb-pcie numa_node=; libvirt pcie-expander-bus with <node>), or on one PCI segment bound to it (cloud-hypervisor)")
 def _devices(ctx):
     planned = _planned(ctx, "devices")
-    allowed = _profile.section(ctx.profile, "nic", "affinity") or ["PIX"]
-    found = dict((d["guest_pci"], _located(ctx, d["guest_pci"])) for d in planned)
+    (key, allowed, together), found = _addressing(ctx, planned)
+    allowed = _profile.section(ctx.profile, "nic", "affinity") or list(allowed)
+    address = dict((d["guest_pci"], d[key]) for d in planned)
     absent, elsewhere, apart, observed, pairs = [], [], [], {}, set()
     for dev in planned:
-        label = "%s %s" % (dev.get("kind") or "device", dev["guest_pci"])
+        label = "%s %s" % (dev.get("kind") or "device", address[dev["guest_pci"]])
         device = found[dev["guest_pci"]]
         if device is None:
             absent.append(label)
             continue
-        observed[dev["guest_pci"]] = {"numa_node": device["numa_node"]}
+        seen = observed[address[dev["guest_pci"]]] = {"numa_node": device["numa_node"]}
         if dev.get("numa_node") is not None and device["numa_node"] != dev["numa_node"]:
             elsewhere.append("%s on %s (planned %d)" % (label, device["numa_node"], dev["numa_node"]))
         partner = found.get(dev.get("partner"))
         if partner is None or frozenset((dev["guest_pci"], dev["partner"])) in pairs:
             continue   # no partner planned, the partner is missing (said above), or this pair is done
         pairs.add(frozenset((dev["guest_pci"], dev["partner"])))
-        affinity = _pcie.affinity(_placement(device), _placement(partner))
-        observed[dev["guest_pci"]].update(partner=dev["partner"], affinity=affinity)
-        if affinity not in allowed:
-            apart.append("%s - %s %s" % (label, dev["partner"], affinity))
+        seen.update(partner=address[dev["partner"]], affinity=_pcie.affinity(_placement(device), _placement(partner)))
+        if seen["affinity"] not in allowed:
+            apart.append("%s - %s %s" % (label, address[dev["partner"]], seen["affinity"]))
     failures = [what + _listed(items) for what, items in (
         ("no PCI device at the planned address: ", absent), ("on another NUMA node than planned: ", elsewhere),
-        ("not under one PCIe switch with the partner (allowed %s): " % "/".join(allowed), apart)) if items]
-    expected = {"devices": dict((d["guest_pci"], {"numa_node": d.get("numa_node"), "partner": d.get("partner")}) for d in planned),
-                "affinity": allowed}
-    return outcome(failures, [], observed, expected)
+        ("not %s with the partner (allowed %s): " % (together, "/".join(allowed)), apart)) if items]
+    expected = {"addressing": key, "affinity": allowed, "devices": dict(
+        (address[d["guest_pci"]], {"numa_node": d.get("numa_node"), "partner": address.get(d.get("partner"))}) for d in planned)}
+    return outcome(failures, [], {"addressing": key, "devices": observed}, expected)

@@ -18,16 +18,23 @@ PROFILES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "inve
 # A lab model small enough to boot (2 sockets x SNC2, one core of 2 threads per node, 2 GPU-NIC
 # pairs): the plan's guest section as the planner gives it, written by hand. Node sizes differ so a
 # zone on the wrong node shows.
+# Distances as SNC2 gives them: 12 within a socket, 21 across. Devices at their QEMU/libvirt address
+# (guest_pci) and at their cloud-hypervisor one (a PCI segment per pair).
+SNC2 = ([10, 12, 21, 21], [12, 10, 21, 21], [21, 21, 10, 12], [21, 21, 12, 10])
 PLAN = {
-    "numa": [{"id": 0, "cpus": [0, 1], "memory_mib": 256, "host_node": 0},
-             {"id": 1, "cpus": [2, 3], "memory_mib": 512, "host_node": 1},
-             {"id": 2, "cpus": [4, 5], "memory_mib": 1024, "host_node": 2},
-             {"id": 3, "cpus": [6, 7], "memory_mib": 3072, "host_node": 3}],
+    "numa": [{"id": 0, "cpus": [0, 1], "memory_mib": 256, "host_node": 0, "distances": SNC2[0]},
+             {"id": 1, "cpus": [2, 3], "memory_mib": 512, "host_node": 1, "distances": SNC2[1]},
+             {"id": 2, "cpus": [4, 5], "memory_mib": 1024, "host_node": 2, "distances": SNC2[2]},
+             {"id": 3, "cpus": [6, 7], "memory_mib": 3072, "host_node": 3, "distances": SNC2[3]}],
     "siblings": [[0, 1], [2, 3], [4, 5], [6, 7]],
-    "devices": [{"kind": "gpu", "guest_pci": "0000:83:00.0", "numa_node": 0, "pair": 0, "partner": "0000:84:00.0"},
-                {"kind": "nic", "guest_pci": "0000:84:00.0", "numa_node": 0, "pair": 0, "partner": "0000:83:00.0"},
-                {"kind": "gpu", "guest_pci": "0000:a3:00.0", "numa_node": 2, "pair": 1, "partner": "0000:a4:00.0"},
-                {"kind": "nic", "guest_pci": "0000:a4:00.0", "numa_node": 2, "pair": 1, "partner": "0000:a3:00.0"}],
+    "devices": [{"kind": "gpu", "guest_pci": "0000:83:00.0", "numa_node": 0, "pair": 0, "partner": "0000:84:00.0",
+                 "cloud_hypervisor_pci": "0001:00:01.0"},
+                {"kind": "nic", "guest_pci": "0000:84:00.0", "numa_node": 0, "pair": 0, "partner": "0000:83:00.0",
+                 "cloud_hypervisor_pci": "0001:00:02.0"},
+                {"kind": "gpu", "guest_pci": "0000:a3:00.0", "numa_node": 2, "pair": 1, "partner": "0000:a4:00.0",
+                 "cloud_hypervisor_pci": "0002:00:01.0"},
+                {"kind": "nic", "guest_pci": "0000:a4:00.0", "numa_node": 2, "pair": 1, "partner": "0000:a3:00.0",
+                 "cloud_hypervisor_pci": "0002:00:02.0"}],
 }
 # MemTotal of each node as a QEMU 7.2 TCG guest (Debian 6.1 cloud kernel) booted with zones of
 # 256, 512, 1024 and 3072 MiB reported it (node 3 held the kernel image and the 64 MiB swiotlb).
@@ -54,15 +61,17 @@ def _device(root, chain, numa_node="0", vendor="0x1b36", klass="0x00ff00"):
 
 
 def standin_guest(root, memory_kb=MEASURED_KB, node_cpus=("0-1", "2-3", "4-5", "6-7"), siblings=None,
-                  nic_own_port=False, pxb_numa=("0", "2")):
-    """A guest's sysfs as QEMU q35 shows one booted from PLAN with pci-testdev stand-ins: per pair a
+                  distances=SNC2, nic_own_port=False, pxb_numa=("0", "2"), hypervisor="qemu"):
+    """A guest's sysfs as QEMU q35 shows one booted from PLAN with stand-in devices: per pair a
     pxb-pcie expander (its own host bridge, numa_node of its guest node), a root port, a switch
     (upstream and two downstream ports), the GPU stand-in and the NIC stand-in below it.
-    ``nic_own_port``: pair 0's NIC on a root port of its own on the same expander."""
+    ``nic_own_port``: pair 0's NIC on a root port of its own on the same expander.
+    ``hypervisor="cloud-hypervisor"``: each pair alone on its PCI segment, no switch."""
     _write(root, "sys/devices/system/node/online", "0-%d\n" % (len(node_cpus) - 1))
     for nid, cpus in enumerate(node_cpus):
         base = "sys/devices/system/node/node%d/" % nid
         _write(root, base + "cpulist", cpus + "\n")
+        _write(root, base + "distance", " ".join(str(d) for d in distances[nid]) + "\n")
         _write(root, base + "meminfo", "Node %d MemTotal:       %d kB\nNode %d MemFree:        %d kB\n"
                % (nid, memory_kb[nid], nid, memory_kb[nid] - 16000))
     _write(root, "sys/devices/system/cpu/online", "0-7\n")
@@ -70,6 +79,12 @@ def standin_guest(root, memory_kb=MEASURED_KB, node_cpus=("0-1", "2-3", "4-5", "
         topo = "sys/devices/system/cpu/cpu%d/topology/" % cpu
         _write(root, topo + "thread_siblings_list", (siblings or {}).get(cpu, "%d-%d" % (cpu - cpu % 2, cpu - cpu % 2 + 1)) + "\n")
         _write(root, topo + "physical_package_id", "%d\n" % (cpu // 4))
+    if hypervisor == "cloud-hypervisor":
+        for segment, numa in zip((1, 2), pxb_numa):
+            _device(root, ["pci%04x:00" % segment, "%04x:00:01.0" % segment], numa)
+            nic = 3 if nic_own_port and segment == 1 else segment
+            _device(root, ["pci%04x:00" % nic, "%04x:00:02.0" % nic], numa)
+        return root
     for bus, numa in zip(("8", "a"), pxb_numa):
         host, switch = "pci0000:%s0" % bus, ["0000:%s0:00.0" % bus, "0000:%s1:00.0" % bus]
         _device(root, [host] + switch + ["0000:%s2:00.0" % bus, "0000:%s3:00.0" % bus], numa)
@@ -105,11 +120,26 @@ def guest(tmp_path):
 def test_a_guest_that_matches_its_plan_passes_every_guest_check(guest):
     got = guest_checks(inputs(guest()))
     assert dict((k, v["status"]) for k, v in got.items()) == dict.fromkeys(GUEST_IDS, "pass"), got
-    assert got["guest.numa"]["observed"] == {"node0": "0-1", "node1": "2-3", "node2": "4-5", "node3": "6-7"}
+    assert got["guest.numa"]["observed"] == {"cpus": {"node0": "0-1", "node1": "2-3", "node2": "4-5", "node3": "6-7"},
+                                             "distances": {"node0": SNC2[0], "node1": SNC2[1], "node2": SNC2[2], "node3": SNC2[3]}}
     assert got["guest.siblings"]["observed"] == ["0-1", "2-3", "4-5", "6-7"]
     assert got["guest.memory"]["observed"] == {"mib": {"node0": 250.3, "node1": 503.4, "node2": 1007.4, "node3": 2926.8}}
-    assert got["guest.devices"]["observed"]["0000:83:00.0"] == {"numa_node": 0, "partner": "0000:84:00.0", "affinity": "PIX"}
-    assert got["guest.devices"]["observed"]["0000:a4:00.0"] == {"numa_node": 2}   # its pair was judged from the GPU
+    assert got["guest.devices"]["observed"] == {"addressing": "guest_pci", "devices": {
+        "0000:83:00.0": {"numa_node": 0, "partner": "0000:84:00.0", "affinity": "PIX"}, "0000:84:00.0": {"numa_node": 0},
+        "0000:a3:00.0": {"numa_node": 2, "partner": "0000:a4:00.0", "affinity": "PIX"}, "0000:a4:00.0": {"numa_node": 2}}}
+
+
+def test_a_cloud_hypervisor_guest_is_read_at_its_segment_addresses(guest):
+    # no switch there: a pair alone on its segment meets at the segment's host bridge (PHB)
+    got = guest_checks(inputs(guest(hypervisor="cloud-hypervisor")))
+    assert dict((k, v["status"]) for k, v in got.items()) == dict.fromkeys(GUEST_IDS, "pass"), got
+    assert got["guest.devices"]["observed"] == {"addressing": "cloud_hypervisor_pci", "devices": {
+        "0001:00:01.0": {"numa_node": 0, "partner": "0001:00:02.0", "affinity": "PHB"}, "0001:00:02.0": {"numa_node": 0},
+        "0002:00:01.0": {"numa_node": 2, "partner": "0002:00:02.0", "affinity": "PHB"}, "0002:00:02.0": {"numa_node": 2}}}
+    # pair 0's NIC on a segment of its own: a segment is the address's domain, so it is not where planned
+    got = guest_checks(inputs(guest(hypervisor="cloud-hypervisor", nic_own_port=True)))["guest.devices"]
+    assert got["status"] == "fail"
+    assert got["reason"] == "no PCI device at the planned address: nic 0001:00:02.0"
 
 
 def test_a_flattened_cloud_guest_fails_a_plan_for_snc_nodes(unpacked_tree):
@@ -144,6 +174,10 @@ def test_a_flattened_cloud_guest_fails_a_plan_for_snc_nodes(unpacked_tree):
 
 
 @pytest.mark.parametrize("fault,check_id,reason", [
+    # QEMU without -numa dist: every remote node at 20
+    ({"distances": ([10, 20, 20, 20], [20, 10, 20, 20], [20, 20, 10, 20], [20, 20, 20, 10])}, "guest.numa",
+     "node0 distances 10 20 20 20, planned 10 12 21 21; node1 distances 20 10 20 20, planned 12 10 21 21; "
+     "node2 distances 20 20 10 20, planned 21 21 10 12; node3 distances 20 20 20 10, planned 21 21 12 10"),
     # vCPUs 2 and 4 given to each other's node: the counts per node stay right
     ({"node_cpus": ("0-1", "3-4", "2,5", "6-7")}, "guest.numa", "node1 CPUs 3-4, planned 2-3; node2 CPUs 2,5, planned 4-5"),
     # the guest numbers a core's threads cores-first (QEMU without threads=2 and a host-order pin)
@@ -221,7 +255,7 @@ def test_device_checks_without_device_locations_are_no_data(guest):
     ({"devices": [{"kind": "gpu", "guest_pci": "0000:83:00.0", "partner": "0000:84:00.0"}]},
      "profile key guest.devices[0].partner: 0000:84:00.0 is none of the guest.devices"),
     ({"devices": [{"kind": "fpga", "guest_pci": "0000:83:00.0"}]}, "profile key guest.devices[0].kind: 'fpga' is not one of gpu, nic"),
-    ({"numa": [{"id": 0, "cpu": [0, 1]}]}, "profile key guest.numa[0].cpu: unknown (known: cpus, host_node, id, memory_mib)"),
+    ({"numa": [{"id": 0, "cpu": [0, 1]}]}, "profile key guest.numa[0].cpu: unknown (known: cpus, distances, host_node, id, memory_mib)"),
     ({"numa": [{"id": 0, "cpus": [0]}, {"id": 0, "cpus": [1]}]}, "profile key guest.numa: a node id given twice (0, 0)"),
     ({"siblings": [[0, 1], [2, "3"]]}, "profile key guest.siblings[1][1]: must be an integer, got str '3'"),
     ({"siblings": [0, 1]}, "profile key guest.siblings[0]: must be a list, got int 0"),
@@ -267,3 +301,13 @@ def test_the_guest_profile_h2d_thresholds(values, status, reason):
     ctx = gate.Inputs({}, profile, outputs={"h2d_bandwidth": _h2d(zip(gpus, values))})
     got = next(c for c in gate.evaluate(ctx, checks=["gpu.h2d_bandwidth"])["checks"])
     assert (got["status"], got["reason"]) == (status, reason)
+
+
+@pytest.mark.parametrize("gpus", [8, 1])
+def test_the_planners_guest_section_is_the_profile_key_as_it_is(unpacked_tree, gpus):
+    # what an operator does: combine({'guest': plan.guest}); strict validation must take it unchanged
+    from ansible_collections.gpufleet.provision.plugins.module_utils._guest.plan import plan_guests
+    plan = plan_guests(collect(unpacked_tree("hgx-h100-ref"))[0], [{"name": "g", "gpus": gpus}])[0]
+    profile = _profile.validate({"guest": plan["guest"]}, gate.CHECK_IDS)
+    assert profile["guest"] == plan["guest"]
+    assert len(profile["guest"]["devices"]) == 2 * gpus
