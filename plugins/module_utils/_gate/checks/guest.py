@@ -19,11 +19,11 @@ from ansible_collections.gpufleet.provision.plugins.module_utils._parsers import
 
 # A guest NUMA node's MemTotal is less than the memory zone behind it: the kernel keeps the node's
 # struct page array (64 bytes per 4 KiB page, 1/64 = 1.6 %) and a little per-node data out of it.
-# Measured under QEMU 7.2 with Debian's 6.1 cloud kernel (nodes of 256 MiB to 3 GiB): 1.6-2.2 % short.
+# Measured under QEMU 7.2 TCG with Debian's 6.1 cloud kernel (nodes of 256 MiB to 3 GiB): 1.6-2.2 % short.
 NODE_SHORT_PERCENT = 3.0
 # Once per guest, on whichever nodes they land: the kernel image (KASLR places it anywhere), the
-# 64 MiB swiotlb bounce buffer below 4 GiB and the firmware's tables. Measured: the 3 GiB node that
-# held them was 145 MiB short (4.7 %), 53 MiB beyond its 3 %.
+# 64 MiB swiotlb bounce buffer below 4 GiB and the firmware's tables. Measured: the node that held
+# them 145 MiB short of 3 GiB (53 MiB beyond its 3 %), 129 MiB short of 2 GiB (68 MiB beyond).
 BOOT_RESERVE_MIB = 192
 
 # How many differences a reason names before it counts the rest.
