@@ -34,7 +34,9 @@ def build(facts, opts):
     for raw in numa["nodes"]:
         node = _node(raw, core_of, threads, opts)
         nodes[node["id"]] = node
-        slots.extend(_slots(node, [p for p in pairs if p["numa_node"] == node["id"]]))
+        here = [p for p in pairs if p["numa_node"] == node["id"]]
+        if node["cores"] or here:  # a memory-only node (CXL, HBM) holds no guest of its own
+            slots.extend(_slots(node, here))
     for pair in pairs:
         if pair["numa_node"] not in nodes:
             raise GuestPlanError("GPU %s: NUMA node %s is not among numa.nodes" % (pair["gpu"]["pci"], pair["numa_node"]))
@@ -80,6 +82,8 @@ def _node(raw, core_of, threads, opts):
 def _reserved(nid, cores, reserve):
     """Cores kept for the host on node ``nid``: the last ``reserve`` cores (so vCPU 0 lands on the
     node's first CPU), or the cores of the CPUs listed."""
+    if not cores:
+        return set()
     if isinstance(reserve, int):
         if reserve >= len(cores):
             raise GuestPlanError("NUMA node %s: %s, reserve_host_cpus keeps %d for the host: none left for guests"

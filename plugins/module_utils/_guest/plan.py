@@ -47,7 +47,8 @@ def _options(options):
         if value is not None:
             opts[key] = value
     reserve = opts["reserve_host_cpus"]
-    if isinstance(reserve, bool) or not (isinstance(reserve, int) and reserve >= 0 or isinstance(reserve, list)):
+    as_list = isinstance(reserve, list) and all(isinstance(c, int) and not isinstance(c, bool) for c in reserve)
+    if isinstance(reserve, bool) or not (isinstance(reserve, int) and reserve >= 0 or as_list):
         raise GuestPlanError("options: reserve_host_cpus must be a count of cores per NUMA node or a list of host CPUs, got %r"
                              % (reserve,))
     if not isinstance(opts["hugepage_size_kb"], int) or opts["hugepage_size_kb"] <= 0:
@@ -121,7 +122,6 @@ def _gpu_slots(model, req):
                             " (NUMA node %s)" % ", ".join(str(n) for n in where) if where else ""))
 
 
-
 def _cpu_only_slot(model, req):
     free = [s for s in model["slots"] if not s["pair"] and not s["used"]]
     if not free:
@@ -154,15 +154,19 @@ def _more_for_vcpus(model, req, slots):
 
 
 def _per_node(model, req, slots):
-    """[(host node, cores, pages, pairs)] in host node order, with the request's caps applied."""
+    """[{node, cores, pages, pairs}] in host node order, with the request's caps applied."""
     nodes = sorted(set(s["node"] for s in slots))
     cores = [[c for s in slots if s["node"] == nid for c in s["cores"]] for nid in nodes]
     pairs = [[s["pair"] for s in slots if s["node"] == nid and s["pair"]] for nid in nodes]
     pages = [_node_pages(model, req, nid, [s for s in slots if s["node"] == nid]) for nid in nodes]
+    for nid, node_cores in zip(nodes, cores):
+        if not node_cores:
+            raise GuestPlanError("guest %s: NUMA node %s has no core left for it (its GPUs outnumber its free cores)"
+                                 % (req["name"], nid))
     cores = _cap_cores(model, req, nodes, cores)
     pages = _cap_pages(model, req, nodes, pages)
-    return [(nodes[i], sorted(cores[i]), pages[i], sorted(pairs[i], key=lambda p: p["gpu"]["pci"]))
-            for i in range(len(nodes))]
+    return [{"node": nodes[i], "cores": sorted(cores[i]), "pages": pages[i],
+             "pairs": sorted(pairs[i], key=lambda p: p["gpu"]["pci"])} for i in range(len(nodes))]
 
 
 def _node_pages(model, req, nid, slots):
@@ -214,7 +218,7 @@ def _cap_pages(model, req, nodes, pages):
 
 def _plan(model, req, slots):
     per_node = _per_node(model, req, slots)
-    host_nodes = [nid for nid, _, _, _ in per_node]
+    host_nodes = [entry["node"] for entry in per_node]
     reserved = sorted(c for nid in host_nodes for core in model["nodes"][nid]["reserved"] for c in core)
     plan = {
         "schema": SCHEMA,
@@ -225,12 +229,13 @@ def _plan(model, req, slots):
         "memory_zones": [],
         "devices": [],
     }
-    for guest_node, (nid, cores, pages, pairs) in enumerate(per_node):
-        for core in cores:
+    for guest_node, entry in enumerate(per_node):
+        for core in entry["cores"]:
             for cpu in core:
                 plan["vcpus"].append({"vcpu": len(plan["vcpus"]), "host_cpu": cpu, "guest_node": guest_node})
-        plan["memory_zones"].append({"id": "mem%d" % guest_node, "host_node": nid, "guest_node": guest_node,
-                                     "size_mib": pages * model["page_kb"] // 1024, "hugepage_size_kb": model["page_kb"]})
+        plan["memory_zones"].append({"id": "mem%d" % guest_node, "host_node": entry["node"], "guest_node": guest_node,
+                                     "size_mib": entry["pages"] * model["page_kb"] // 1024,
+                                     "hugepage_size_kb": model["page_kb"]})
     try:
         plan["devices"] = _devices(per_node)
     except ValueError as exc:
@@ -244,31 +249,32 @@ def _topology(model, per_node):
     (QEMU and cloud-hypervisor need equal packages), else one package."""
     package_of = dict((nid, i) for i, group in enumerate(model["packages"]) for nid in group)
     per_package = {}
-    for nid, cores, _, _ in per_node:
-        per_package[package_of[nid]] = per_package.get(package_of[nid], 0) + len(cores)
+    for entry in per_node:
+        package = package_of[entry["node"]]
+        per_package[package] = per_package.get(package, 0) + len(entry["cores"])
     total = sum(per_package.values())
     count = len(per_package) if len(set(per_package.values())) == 1 else 1
     return {"packages": count, "cores_per_package": total // count, "threads_per_core": model["threads"]}
 
 
 def _devices(per_node):
-    with_pairs = [(g, len(pairs)) for g, (_, _, _, pairs) in enumerate(per_node) if pairs]
+    with_pairs = [(g, len(entry["pairs"])) for g, entry in enumerate(per_node) if entry["pairs"]]
     layout = topology.pci_layout(with_pairs)
-    devices, index = [], 0
-    for guest_node, (nid, _, _, pairs) in enumerate(per_node):
-        for i, pair in enumerate(pairs):
+    devices = []
+    for guest_node, entry in enumerate(per_node):
+        for i, pair in enumerate(entry["pairs"]):
+            index = len(devices) // 2
             buses = layout[guest_node]["pairs"][i]
             for kind, dev, bus, slot in (("gpu", pair["gpu"], buses[0], 1), ("nic", pair["nic"], buses[1], 2)):
-                entry = {"kind": kind, "host_pci": dev["pci"], "pair": index, "rail": pair["rail"],
-                         "host_node": nid, "guest_node": guest_node, "guest_bus": layout[guest_node]["bus_nr"],
-                         "guest_pci": topology.bdf(bus), "segment": index + 1, "segment_device": slot}
+                device = {"kind": kind, "host_pci": dev["pci"], "pair": index, "rail": pair["rail"],
+                          "host_node": entry["node"], "guest_node": guest_node, "guest_bus": layout[guest_node]["bus_nr"],
+                          "guest_pci": topology.bdf(bus), "segment": index + 1, "segment_device": slot}
                 if kind == "nic":
-                    entry["name"] = dev["name"]
-                    entry["affinity"] = pair["affinity"]
+                    device["name"] = dev["name"]
+                    device["affinity"] = pair["affinity"]
                 else:
-                    entry["model"] = dev.get("model")
-                devices.append(entry)
-            index += 1
+                    device["model"] = dev.get("model")
+                devices.append(device)
     return devices
 
 

@@ -7,6 +7,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpufleet.provision.plugins.module_utils._parsers import format_cpulist
+
 # The kernel's REMOTE_DISTANCE (include/linux/topology.h): a SLIT distance at or above it is
 # another socket; below it (11, 12 between SNC/NPS nodes) the same package.
 REMOTE_DISTANCE = 20
@@ -18,14 +20,7 @@ BUSES_PER_PAIR = 4
 
 def cpulist(cpus):
     """[0, 1, 2, 5] -> "0-2,5" (the kernel's and the hypervisors' list syntax)."""
-    out, cpus, i = [], sorted(set(cpus)), 0
-    while i < len(cpus):
-        j = i
-        while j + 1 < len(cpus) and cpus[j + 1] == cpus[j] + 1:
-            j += 1
-        out.append(str(cpus[i]) if i == j else "%d-%d" % (cpus[i], cpus[j]))
-        i = j + 1
-    return ",".join(out)
+    return format_cpulist(cpus)
 
 
 def spread(total, caps):
@@ -70,7 +65,7 @@ def pci_layout(nodes_pairs):
     node at bus B, and under it per pair one root port, one switch (upstream port) and two
     downstream ports, the GPU on the first and its NIC on the second.
     """
-    most = max([count for _, count in nodes_pairs] or [0])
+    most = max([entry[1] for entry in nodes_pairs] or [0])
     stride = 16 * -(-(BUSES_PER_PAIR * most + 1) // 16)
     layout = {}
     for index, (node, count) in enumerate(nodes_pairs):
@@ -80,7 +75,7 @@ def pci_layout(nodes_pairs):
     last = max([b for entry in layout.values() for pair in entry["pairs"] for b in pair] or [0])
     if last > 0xff:
         raise ValueError("%d pairs on %d guest NUMA nodes need guest PCI bus %d, past 255"
-                         % (sum(c for _, c in nodes_pairs), len(nodes_pairs), last))
+                         % (sum(entry[1] for entry in nodes_pairs), len(nodes_pairs), last))
     return layout
 
 

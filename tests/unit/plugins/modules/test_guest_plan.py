@@ -20,7 +20,7 @@ def test_plans_the_mini_host_through_root(adhoc, unpacked_tree, check):
 
 
 def test_facts_given_and_one_format(adhoc, unpacked_tree):
-    facts, _ = collect(unpacked_tree("hgx-h100-ref"))
+    facts = collect(unpacked_tree("hgx-h100-ref"))[0]
     rc, result = adhoc("guest_plan", {"facts": facts, "root": "/nonexistent", "format": ["cloud_hypervisor"],
                                       "requests": [{"name": "a", "gpus": 1}, {"name": "b", "gpus": 1}]})
     assert rc == 0, result

@@ -6,9 +6,9 @@ from ansible_collections.gpufleet.provision.plugins.module_utils._guest.plan imp
 EIGHT = [{"name": "big", "gpus": 8}]
 
 
-def fails(facts, requests=EIGHT, options=None):
+def fails(facts, requests=None, options=None):
     with pytest.raises(GuestPlanError) as err:
-        plan_guests(facts, requests, options)
+        plan_guests(facts, EIGHT if requests is None else requests, options)
     return str(err.value)
 
 
@@ -98,3 +98,18 @@ def test_bad_options(tree_facts, options, message):
 
 def test_not_facts():
     assert fails(["not", "facts"]) == "facts: expected the ansible_facts.gpufleet dict, got list"
+
+
+def test_memory_only_node_is_left_out(tree_facts):
+    # a CPU-less node (CXL memory): no guest lands on it, the others plan as before
+    facts = tree_facts("guest-mini")
+    facts["numa"]["nodes"].append({"id": 4, "cpus": [], "memory_kb": 1048576, "hugepages": {"1048576": 0},
+                                   "free_hugepages": {"1048576": 0}})
+    plans = plan_guests(facts, [{"name": "a", "gpus": 2, "vcpus": 8}], {"reserve_host_cpus": 0})
+    assert plans[0]["host"]["numa_nodes"] == [0, 1, 2, 3]
+    assert fails(facts, [{"name": "a", "gpus": 1}], {"reserve_host_cpus": 1}).startswith("NUMA node 0: 1 core, reserve")
+
+
+def test_reserve_list_of_text(tree_facts):
+    assert fails(tree_facts("guest-mini"), options={"reserve_host_cpus": ["0"]}).startswith(
+        "options: reserve_host_cpus must be a count of cores per NUMA node or a list of host CPUs, got ['0']")

@@ -24,13 +24,13 @@ MINI_READING = {
 def cpus_of(text):
     out = []
     for part in text.strip("[]").split(","):
-        lo, _, hi = part.partition("-")
+        lo, dummy, hi = part.partition("-")
         out.extend(range(int(lo), int(hi or lo) + 1))
     return out
 
 
 def props(text):
-    kind, _, rest = text.partition(",")
+    kind, dummy, rest = text.partition(",")
     return kind, dict(p.split("=", 1) for p in rest.split(",") if "=" in p)
 
 
@@ -38,7 +38,7 @@ def partners(devices):
     """{host_pci: (node, switch)} -> {host_pci: (node, the other device on the same switch)}."""
     out = {}
     for pci, (node, switch) in devices.items():
-        other = [p for p, (_, s) in devices.items() if s == switch and p != pci]
+        other = [p for p, (dummy, s) in devices.items() if s == switch and p != pci]
         assert len(other) == 1, (pci, switch, devices)
         out[pci] = (node, other[0])
     return out
@@ -47,7 +47,7 @@ def partners(devices):
 def read_qemu(args, script):
     pairs = list(zip(args[::2], args[1::2]))
     backends = dict((p["id"], (int(p["size"].rstrip("M")), int(p["host-nodes"])))
-                    for flag, v in pairs if flag == "-object" for _, p in [props(v)])
+                    for flag, v in pairs if flag == "-object" for dummy, p in [props(v)])
     nodes = {}
     for flag, value in pairs:
         kind, p = props(value)
@@ -174,8 +174,8 @@ def test_qemu_and_libvirt_build_the_same_pci_tree(tree_facts):
     plan = plan_guests(tree_facts("hgx-h100-ref"), [{"name": "b", "gpus": 2}], {"reserve_host_cpus": 0})[0]
     args = qemu.qemu_args(plan)
     devs = [props(v) for f, v in zip(args[::2], args[1::2]) if f == "-device"]
-    assert [k for k, _ in devs] == ["pxb-pcie", "pcie-root-port", "x3130-upstream", "xio3130-downstream", "vfio-pci",
-                                    "xio3130-downstream", "vfio-pci"] * 2
+    assert [dev[0] for dev in devs] == ["pxb-pcie", "pcie-root-port", "x3130-upstream", "xio3130-downstream", "vfio-pci",
+                                        "xio3130-downstream", "vfio-pci"] * 2
     assert [(p["bus_nr"], p["numa_node"]) for k, p in devs if k == "pxb-pcie"] == [("16", "0"), ("32", "1")]
     dom = ET.fromstring(libvirt.domain_xml(plan))
     models = [(c.get("index"), c.get("model")) for c in dom.iter("controller")]

@@ -76,7 +76,7 @@ def test_eight_one_gpu_guests_share_nothing(tree_facts):
     assert [(p["vcpus"][0]["host_cpu"], p["vcpus"][1]["host_cpu"]) for p in plans] == [(13 * k, 13 * k + 104) for k in range(8)]
     cpus = [v["host_cpu"] for p in plans for v in p["vcpus"]]
     assert len(cpus) == len(set(cpus)) == 8 * 24
-    assert [p["devices"][1]["name"] for p in plans] == [name for name, _ in REF_NICS]
+    assert [p["devices"][1]["name"] for p in plans] == [nic[0] for nic in REF_NICS]
     assert all(p["devices"][0]["guest_pci"] == "0000:13:00.0" for p in plans)   # each guest's own PCI tree
 
 
@@ -173,3 +173,18 @@ def test_mini_keeps_no_core_when_reserving_the_only_one(tree_facts):
     with pytest.raises(GuestPlanError) as err:
         one(tree_facts("guest-mini"), {"name": "g", "gpus": 1})
     assert str(err.value) == "NUMA node 0: 1 core, reserve_host_cpus keeps 1 for the host: none left for guests"
+
+
+def test_snc_off_cuts_a_node_into_slots(tree_facts):
+    # The dirty box: SNC off (2 nodes of 52 cores, 4 GPUs each), HT off (one thread per core). Give it
+    # 16 free 1G pages per node: a node is 4 slots of 13, 13, 13, 12 cores (its last core kept) and 4 pages.
+    facts = tree_facts("hgx-h100-dirty")
+    for node in facts["numa"]["nodes"]:
+        node["free_hugepages"]["1048576"] = 16
+    plans = plan_guests(facts, [{"name": "g%d" % i, "gpus": 1} for i in range(8)])
+    assert [(p["vcpus"][0]["host_cpu"], len(p["vcpus"]), p["host"]["numa_nodes"]) for p in plans] == [
+        (0, 13, [0]), (13, 13, [0]), (26, 13, [0]), (39, 12, [0]), (52, 13, [1]), (65, 13, [1]), (78, 13, [1]), (91, 12, [1])]
+    assert all(p["topology"]["threads_per_core"] == 1 and p["memory_zones"][0]["size_mib"] == 4096 for p in plans)
+    two = plan_guests(facts, [{"name": "pair", "gpus": 2}])[0]
+    assert [(z["host_node"], z["size_mib"]) for z in two["memory_zones"]] == [(0, 8192)]   # one zone per host node
+    assert [d["guest_pci"] for d in two["devices"]] == ["0000:13:00.0", "0000:14:00.0", "0000:17:00.0", "0000:18:00.0"]
