@@ -2,6 +2,7 @@
 section of the plan it was booted from. Facts come from trees (a fixture tree, or a small stand-in
 guest written here as QEMU shows one); every plan section and expectation is written by hand."""
 import copy
+import json
 import os
 
 import pytest
@@ -11,9 +12,12 @@ from ansible_collections.gpufleet.provision.plugins.module_utils import _profile
 from ansible_collections.gpufleet.provision.plugins.module_utils._facts import collect
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate import gate
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.collect import PciDevices
+from lab.hw import ttar
 
 GUEST_IDS = ["guest.numa", "guest.siblings", "guest.memory", "guest.devices"]
-PROFILES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "inventories", "profiles")
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+PROFILES = os.path.join(REPO, "inventories", "profiles")
+GUESTS = os.path.join(REPO, "tests", "fixtures", "guests")
 
 # A lab model small enough to boot (2 sockets x SNC2, one core of 2 threads per node, 2 GPU-NIC
 # pairs): the plan's guest section as the planner gives it, written by hand. Node sizes differ so a
@@ -140,6 +144,33 @@ def test_a_cloud_hypervisor_guest_is_read_at_its_segment_addresses(guest):
     got = guest_checks(inputs(guest(hypervisor="cloud-hypervisor", nic_own_port=True)))["guest.devices"]
     assert got["status"] == "fail"
     assert got["reason"] == "no PCI device at the planned address: nic 0001:00:02.0"
+
+
+def test_a_recorded_qemu_guest_passes_the_plan_it_was_booted_from(tmp_path):
+    # tests/fixtures/guests/README.md: guest-mini's 2-GPU guest, booted by QEMU, its own sysfs
+    with open(os.path.join(GUESTS, "guest-mini-g2.plan.json")) as handle:
+        plan = json.load(handle)
+    root = str(tmp_path)
+    with open(os.path.join(GUESTS, "guest-mini-g2.ttar")) as handle:
+        ttar.unpack(handle.read(), root)
+    got = guest_checks(inputs(root, plan["guest"]))
+    assert dict((k, v["status"]) for k, v in got.items()) == dict.fromkeys(GUEST_IDS, "pass"), got
+    # by hand from the model: host nodes 0 and 3 as guest nodes 0 and 1 (one core each, 21 apart),
+    # 2 GiB zones (node 0 holds the kernel and the swiotlb: 6.3 % short), each pair under a switch
+    assert got["guest.numa"]["observed"] == {"cpus": {"node0": "0-1", "node1": "2-3"},
+                                             "distances": {"node0": [10, 21], "node1": [21, 10]}}
+    assert got["guest.memory"]["observed"] == {"mib": {"node0": 1918.6, "node1": 2014.6}}
+    assert got["guest.devices"]["observed"] == {"addressing": "guest_pci", "devices": {
+        "0000:13:00.0": {"numa_node": 0, "partner": "0000:14:00.0", "affinity": "PIX"}, "0000:14:00.0": {"numa_node": 0},
+        "0000:23:00.0": {"numa_node": 1, "partner": "0000:24:00.0", "affinity": "PIX"}, "0000:24:00.0": {"numa_node": 1}}}
+    # the same guest against the plan of a guest whose pairs sit the other way round
+    swapped = copy.deepcopy(plan["guest"])
+    for dev in swapped["devices"]:
+        dev["numa_node"] = 1 - dev["numa_node"]
+    got = guest_checks(inputs(root, swapped))["guest.devices"]
+    assert got["status"] == "fail" and got["reason"] == (
+        "on another NUMA node than planned: gpu 0000:13:00.0 on 0 (planned 1); nic 0000:14:00.0 on 0 (planned 1); "
+        "gpu 0000:23:00.0 on 1 (planned 0); nic 0000:24:00.0 on 1 (planned 0)")
 
 
 def test_a_flattened_cloud_guest_fails_a_plan_for_snc_nodes(unpacked_tree):
