@@ -48,7 +48,7 @@ def domain_xml(plan, devices="vfio", memory="hugepages", cpu_model="host", domai
     features = ET.SubElement(dom, "features")
     ET.SubElement(features, "acpi")
     ET.SubElement(features, "apic")
-    _cpu(dom, plan, cpu_model)
+    _cpu(dom, plan, cpu_model, topology.pci_hole64_gib(plan, devices))
     _devices(ET.SubElement(dom, "devices"), plan, devices)
     _indent(dom)
     return ET.tostring(dom, encoding="unicode") + "\n"
@@ -83,12 +83,14 @@ def _os(dom, kernel, initrd, cmdline):
             _text(os_el, tag, value)
 
 
-def _cpu(dom, plan, cpu_model):
+def _cpu(dom, plan, cpu_model, hole):
     if cpu_model == "host":
         cpu = ET.SubElement(dom, "cpu", mode="host-passthrough", check="none")
     else:
         cpu = ET.SubElement(dom, "cpu", mode="custom", match="exact", check="none")
         _text(cpu, "model", cpu_model, fallback="allow")
+        if hole:  # a named model has 40 physical address bits: the GPUs' BARs need the host's
+            ET.SubElement(cpu, "maxphysaddr", mode="passthrough")
     topo = plan["topology"]
     ET.SubElement(cpu, "topology", sockets=str(topo["packages"]), dies="1", cores=str(topo["cores_per_package"]),
                   threads=str(topo["threads_per_core"]))
@@ -121,7 +123,10 @@ def _controller(parent, index, model, name=None, target=None, bus=None, slot=0):
 
 
 def _devices(devs, plan, devices):
-    _controller(devs, 0, "pcie-root")
+    root = ET.SubElement(devs, "controller", type="pci", index="0", model="pcie-root")
+    hole = topology.pci_hole64_gib(plan, devices)
+    if hole:
+        _text(root, "pcihole64", str(hole * 1024 * 1024), unit="KiB")
     by_node, index, chassis = {}, 0, 0
     for dev in plan["devices"]:
         by_node.setdefault(dev["guest_node"], []).append(dev)

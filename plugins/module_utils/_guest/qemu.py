@@ -31,6 +31,10 @@ def qemu_args(plan, devices="vfio", memory="hugepages", cpu_model="host"):
         raise ValueError("memory must be one of %s, got %r" % (", ".join(MEMORY), memory))
     topo = plan["topology"]
     total = sum(z["size_mib"] for z in plan["memory_zones"])
+    hole = topology.pci_hole64_gib(plan, devices)
+    if hole and cpu_model != "host":
+        # a named model has 40 physical address bits (1 TiB): the GPUs' BARs need the host's
+        cpu_model += ",host-phys-bits=on"
     args = ["-name", "%s,debug-threads=on" % plan["name"], "-machine", "q35", "-cpu", cpu_model,
             "-smp", "%d,sockets=%d,cores=%d,threads=%d" % (len(plan["vcpus"]), topo["packages"],
                                                            topo["cores_per_package"], topo["threads_per_core"]),
@@ -40,6 +44,8 @@ def qemu_args(plan, devices="vfio", memory="hugepages", cpu_model="host"):
     for node in plan["guest"]["numa"]:
         args += ["-numa", "node,nodeid=%d,cpus=%s,memdev=%s" % (node["id"], _range(node["cpus"]), "mem%d" % node["id"])]
     args += _distances(plan)
+    if hole:
+        args += ["-global", "q35-pcihost.pci-hole64-size=%dG" % hole]
     args += _pci(plan, devices)
     return args
 

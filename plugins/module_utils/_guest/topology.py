@@ -79,6 +79,23 @@ def pci_layout(nodes_pairs):
     return layout
 
 
+# 64-bit MMIO per passed-through GPU: an H100's BAR1 is 128 GiB and must fit naturally aligned in
+# the window of its expander; twice that leaves room for the other BARs and the alignment.
+HOLE64_PER_GPU_GIB = 256
+
+
+def pci_hole64_gib(plan, devices):
+    """Size of q35's 64-bit PCI hole for the plan's GPUs (a power of two), None when no real GPU
+    is passed through (stand-ins have small BARs: QEMU's default hole holds them)."""
+    gpus = sum(1 for d in plan["devices"] if d["kind"] == "gpu")
+    if devices != "vfio" or not gpus:
+        return None
+    size = 1
+    while size < gpus * HOLE64_PER_GPU_GIB:
+        size *= 2
+    return size
+
+
 def count(number, noun):
     """count(1, "GPU") -> "1 GPU", count(2, "GPU") -> "2 GPUs" (error messages read as sentences)."""
     return "%d %s%s" % (number, noun, "" if number == 1 else "s")

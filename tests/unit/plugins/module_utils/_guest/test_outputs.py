@@ -214,3 +214,19 @@ def test_vm_config_matches_cloud_hypervisor_schema(tree_facts, realdata):
         for devices in ("vfio", "stand-in"):
             jsonschema.validate(cloud_hypervisor.vm_config(plan, devices=devices, kernel="/boot/vmlinuz",
                                                            cmdline="console=ttyS0"), schema)
+
+
+def test_64bit_hole_holds_the_gpus_bars(tree_facts):
+    # an H100's BAR1 is 128 GiB: 256 GiB of 64-bit MMIO per GPU, rounded up to a power of two
+    three, five = plan_guests(tree_facts("hgx-h100-ref"), [{"name": "a", "gpus": 3}, {"name": "b", "gpus": 5}])
+    assert "q35-pcihost.pci-hole64-size=1024G" in qemu.qemu_args(three)        # 768 -> 1024
+    assert "q35-pcihost.pci-hole64-size=2048G" in qemu.qemu_args(five)         # 1280 -> 2048
+    hole = ET.fromstring(libvirt.domain_xml(five)).find("devices/controller/pcihole64")
+    assert (hole.get("unit"), hole.text) == ("KiB", str(2048 * 1024 * 1024))
+    assert "-global" not in qemu.qemu_args(three, devices="stand-in")
+    assert ET.fromstring(libvirt.domain_xml(three, devices="stand-in")).find("devices/controller/pcihole64") is None
+    # a named CPU model has 40 address bits (1 TiB, QEMU refuses the hole): the host's are passed
+    assert "Skylake-Server-v4,host-phys-bits=on" in qemu.qemu_args(five, cpu_model="Skylake-Server-v4")
+    cpu = ET.fromstring(libvirt.domain_xml(five, cpu_model="Skylake-Server")).find("cpu")
+    assert cpu.find("maxphysaddr").get("mode") == "passthrough"
+    assert "-cpu host" in " ".join(qemu.qemu_args(five)) and "Skylake" not in " ".join(qemu.qemu_args(five))
