@@ -42,7 +42,7 @@ PLAN = {
 }
 # MemTotal of each node as a QEMU 7.2 TCG guest (Debian 6.1 cloud kernel) booted with zones of
 # 256, 512, 1024 and 3072 MiB reported it (node 3 held the kernel image and the 64 MiB swiotlb).
-MEASURED_KB = [256348, 515432, 1031528, 2997028]
+MEASURED_KB = (256348, 515432, 1031528, 2997028)
 
 
 def _write(root, rel, text):
@@ -99,8 +99,12 @@ def standin_guest(root, memory_kb=MEASURED_KB, node_cpus=("0-1", "2-3", "4-5", "
     return root
 
 
-def inputs(root, plan=PLAN, profile=None, pci=True):
-    prof = {"name": "guest-test", "guest": copy.deepcopy(plan)} if plan is not None else {"name": "guest-test"}
+def inputs(root, plan=None, profile=None, pci=True):
+    """Inputs over the tree at ``root`` with ``plan`` as the profile's guest section (None: PLAN,
+    False: no guest section)."""
+    prof = {"name": "guest-test"}
+    if plan is not False:
+        prof["guest"] = copy.deepcopy(PLAN if plan is None else plan)
     prof.update(profile or {})
     return gate.Inputs(collect(root)[0], _profile.validate(prof, gate.CHECK_IDS), pci=PciDevices(root) if pci else None)
 
@@ -264,13 +268,13 @@ def test_garbage_in_a_device_numa_node_is_an_error_naming_the_path(guest):
 
 def test_without_the_plan_the_guest_checks_skip_and_a_requiring_profile_fails(guest):
     root = guest()
-    got = guest_checks(inputs(root, plan=None))
+    got = guest_checks(inputs(root, plan=False))
     assert [(c["status"], c["reason"]) for c in got.values()] == [
         ("skip", "not in profile (guest.numa: the guest plan's section)"),
         ("skip", "not in profile (guest.siblings: the guest plan's section)"),
         ("skip", "not in profile (guest.numa: the guest plan's section)"),
         ("skip", "not in profile (guest.devices: the guest plan's section)")]
-    got = guest_checks(inputs(root, plan=None, profile={"require": GUEST_IDS}))
+    got = guest_checks(inputs(root, plan=False, profile={"require": GUEST_IDS}))
     assert set(c["status"] for c in got.values()) == {"fail"}
     assert got["guest.siblings"]["reason"] == "required by profile, but not in profile (guest.siblings: the guest plan's section)"
 
