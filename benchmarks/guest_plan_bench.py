@@ -28,7 +28,7 @@ REPO = os.path.dirname(HERE)
 sys.path[:0] = [os.path.join(REPO, ".build"), REPO]
 
 from lab.hw import ttar  # noqa: E402
-from ansible_collections.gpufleet.provision.plugins.module_utils._facts import collect  # noqa: E402
+from ansible_collections.gpufleet.provision.plugins.module_utils._node.facts import collect  # noqa: E402
 from ansible_collections.gpufleet.provision.plugins.module_utils._guest.outputs import render  # noqa: E402
 from ansible_collections.gpufleet.provision.plugins.module_utils._guest.plan import plan_guests  # noqa: E402
 

@@ -2,7 +2,7 @@
 # PID 1 of the lab's guest initramfs (busybox, never shipped): mount proc and sysfs, print the
 # guest's own view of its topology to the serial console as one ttar archive (lab/hw/ttar.py:
 # path, mode, content, symlink targets) between two marker lines, then power off.
-# The archive unpacks into a tree that plugins/module_utils/_facts.collect(root) reads.
+# The archive unpacks into a tree that plugins/module_utils/_node/facts.collect(root) reads.
 # Under TCG every fork costs milliseconds: files are read with shell builtins, modes with one stat.
 /bin/busybox --install -s /bin
 export PATH=/bin

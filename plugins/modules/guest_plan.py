@@ -179,7 +179,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.gpufleet.provision.plugins.module_utils._facts import collect
+from ansible_collections.gpufleet.provision.plugins.module_utils._node.facts import collect
 from ansible_collections.gpufleet.provision.plugins.module_utils._guest.outputs import render
 from ansible_collections.gpufleet.provision.plugins.module_utils._guest.plan import GuestPlanError, plan_guests
 

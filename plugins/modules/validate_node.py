@@ -416,7 +416,7 @@ def run(params, runner=None, have=None, systemd=None, tmpdir=None):
     script = _collect.write_probe_script(params.get("probe_script"), tmpdir)
     outputs, packages, services = node_inputs(params, runner, have, systemd, facts, script)
     inputs = gate.Inputs(facts, profile, packages=packages, services=services, outputs=outputs,
-                         output_errors=outputs.errors, grub=gate.read_grub_sources(fs))
+                         output_errors=outputs.errors, grub=gate.read_grub_sources(fs), pci=_collect.PciDevices(root))
     try:
         report = gate.evaluate(inputs, node=_node_name(fs, params.get("node")), checks=params.get("checks"),
                                require=params.get("require") or ())

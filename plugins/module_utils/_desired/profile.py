@@ -20,7 +20,7 @@ import re
 
 from ansible_collections.gpufleet.provision.plugins.module_utils._bmc.bios_values import POWER_PROFILES, SNC_VALUES
 from ansible_collections.gpufleet.provision.plugins.module_utils._node.parsers import IB_ERROR_COUNTERS
-from ansible_collections.gpufleet.provision.plugins.module_utils._node.pcie import AFFINITY_ORDER
+from ansible_collections.gpufleet.provision.plugins.module_utils._node.pcie import AFFINITY_ORDER, BDF
 
 
 class ProfileError(ValueError):
@@ -32,7 +32,8 @@ def _opt(type_, **kw):
     return kw
 
 
-# Each entry: type (str|int|float|bool|list|dict|sizes), optional choices, elements (list),
+# Each entry: type (str|int|float|bool|list|dict|sizes), optional choices, elements (list: a type
+# name, "dict" with options, or the spec of an inner list),
 # options (dict with known keys), values (dict of free keys: the value type).
 SCHEMA = {
     "name": _opt("str"),
@@ -163,6 +164,26 @@ SCHEMA = {
             "max_percent_used": _opt("int"),
         }),
     }),
+    # What a guest must see from inside: the ``guest`` section of its guest plan (docs/guest-plan.md),
+    # as the plan gives it; the guest.* checks compare the guest's own sysfs with it.
+    "guest": _opt("dict", options={
+        "numa": _opt("list", elements="dict", options={
+            "id": _opt("int", required=True),
+            "cpus": _opt("list", elements="int", required=True),
+            "memory_mib": _opt("int"),
+            "host_node": _opt("int"),
+            "distances": _opt("list", elements="int"),
+        }),
+        "siblings": _opt("list", elements=_opt("list", elements="int")),
+        "devices": _opt("list", elements="dict", options={
+            "kind": _opt("str", choices=["gpu", "nic"]),
+            "guest_pci": _opt("str", required=True),
+            "numa_node": _opt("int"),
+            "pair": _opt("int"),
+            "partner": _opt("str"),
+            "cloud_hypervisor_pci": _opt("str"),
+        }),
+    }),
     "probes": _opt("dict", options={
         "nccl": _opt("dict", options={
             "enabled": _opt("bool"),
@@ -265,7 +286,9 @@ def _check(where, spec, value):
         out = []
         for index, item in enumerate(value):
             item_where = "%s[%d]" % (where, index)
-            if spec["elements"] == "dict":
+            if isinstance(spec["elements"], dict):   # a list of lists: the inner list's spec
+                out.append(_check(item_where, spec["elements"], item))
+            elif spec["elements"] == "dict":
                 out.append(_check(item_where, {"type": "dict", "options": spec["options"]}, item))
             else:
                 item = _check_scalar(item_where, spec["elements"], item)
@@ -307,7 +330,27 @@ def validate(profile, check_ids=()):
     for index, param in enumerate(((out["kernel"] or {}).get("cmdline") or {}).get("required") or []):
         if not param.strip() or " " in param.strip():
             raise ProfileError("profile key kernel.cmdline.required[%d]: one parameter per item, got %r" % (index, param))
+    _check_guest(out["guest"] or {})
     return out
+
+
+def _check_guest(guest):
+    """The guest plan's section: PCI addresses as sysfs names them (lower case, with the domain),
+    each partner one of the devices, node ids given once."""
+    devices = guest.get("devices") or []
+    for index, device in enumerate(devices):
+        for key in ("guest_pci", "partner", "cloud_hypervisor_pci"):
+            value = device.get(key)
+            if value is not None and not BDF.match(value):
+                raise ProfileError("profile key guest.devices[%d].%s: %r is not a PCI address as sysfs names it "
+                                   "(0000:83:00.0, lower case)" % (index, key, value))
+    known = [d["guest_pci"] for d in devices]
+    for index, device in enumerate(devices):
+        if device.get("partner") is not None and device["partner"] not in known:
+            raise ProfileError("profile key guest.devices[%d].partner: %s is none of the guest.devices" % (index, device["partner"]))
+    ids = [n["id"] for n in guest.get("numa") or []]
+    if len(set(ids)) != len(ids):
+        raise ProfileError("profile key guest.numa: a node id given twice (%s)" % ", ".join(str(i) for i in ids))
 
 
 def section(profile, *keys):

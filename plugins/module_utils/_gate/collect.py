@@ -22,7 +22,9 @@ __metaclass__ = type
 import os
 import re
 
+from ansible_collections.gpufleet.provision.plugins.module_utils._node import facts as _facts
 from ansible_collections.gpufleet.provision.plugins.module_utils._desired import profile as _profile
+from ansible_collections.gpufleet.provision.plugins.module_utils._node.fs import Root
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.probe_runs import SCRIPT_NAME
 
 # Read-only commands whose output the checks read, by output name (the validate role's
@@ -259,6 +261,24 @@ class Services(_Lazy):
             self.cause = describe_failure(["systemctl", "show", unit], rc, stdout, stderr, None)
             return None
         return parse_systemctl_show(stdout).get(unit)
+
+
+class PciDevices(_Lazy):
+    """PCI devices by address (``0000:83:00.0``), each read through ``root`` the first time a check
+    asks (the guest checks: the devices a guest plan names, a stand-in of any vendor too):
+    _facts.locate_pci's record, None when no device has that address. ``problems``: what could not
+    be read, recorded as the facts record theirs."""
+
+    def __init__(self, root):
+        self._fs = Root(root)
+        self.problems = self._fs.problems
+        self._known = {}
+
+    def get(self, name, default=None):
+        if name not in self._known:
+            self._known[name] = _facts.locate_pci(self._fs, name)
+        value = self._known[name]
+        return default if value is None else value
 
 
 def write_probe_script(text, folder):

@@ -57,9 +57,11 @@ class Inputs:
     """Everything the checks read: facts (docs/facts.md), the normalised profile, and what the
     role collected with standard modules (package_facts, service_facts, command outputs)."""
 
-    def __init__(self, facts, profile, packages=None, services=None, outputs=None, output_errors=None, grub=None):
+    def __init__(self, facts, profile, packages=None, services=None, outputs=None, output_errors=None, grub=None, pci=None):
         """``packages`` may be a loader, ``loader() -> (packages, cause)``, called when a check first
-        reads them (collect.py); ``services`` and ``outputs`` may be collect.py's lazy mappings."""
+        reads them (collect.py); ``services`` and ``outputs`` may be collect.py's lazy mappings.
+        ``pci``: PCI devices by address, any vendor (collect.PciDevices: read on first use, the
+        problems it met in its ``problems``), or None when not collected."""
         self.facts = facts or {}
         self.profile = profile
         self._packages = packages
@@ -68,6 +70,7 @@ class Inputs:
         # the same dict as the lazy outputs fill (an empty one would be replaced by "or {}")
         self.output_errors = output_errors if output_errors is not None else {}
         self.grub = grub
+        self.pci = pci
         self.problems = self.facts.get("problems") or []
         self._parsed = {}
 
@@ -114,7 +117,8 @@ class Inputs:
         raise self.no_data(patterns, what)
 
     def no_data(self, patterns, what=None):
-        found = [p for p in self.problems if any(fnmatch.fnmatchcase(p.get("path", ""), pat) for pat in patterns)]
+        problems = self.problems + list(getattr(self.pci, "problems", None) or [])
+        found = [p for p in problems if any(fnmatch.fnmatchcase(p.get("path", ""), pat) for pat in patterns)]
         bad = [p for p in found if p.get("kind") in ("unreadable", "invalid")]
         if bad:
             return CheckError("; ".join("%s: %s (%s)" % (p["path"], p.get("detail"), p.get("kind")) for p in bad))

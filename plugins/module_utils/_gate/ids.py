@@ -21,6 +21,7 @@ CHECK_IDS = (
     "nic.rails", "ib.ports", "ib.counters", "pcie.acs", "nic.ats", "ofed.version", "ofed.kernel_match",
     "firmware.nic", "firmware.nvme",
     "storage.mounts", "nvme.health",
+    "guest.numa", "guest.siblings", "guest.memory", "guest.devices",
     "transport.nccl", "nccl.allreduce_bandwidth", "gpu.h2d_bandwidth", "gpu.p2p_bandwidth",
     "ib.gdr_bandwidth", "gpu.dcgm_diag",
 )

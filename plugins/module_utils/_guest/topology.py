@@ -7,7 +7,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufleet.provision.plugins.module_utils._parsers import format_cpulist
+from ansible_collections.gpufleet.provision.plugins.module_utils._node.parsers import format_cpulist
 
 # The kernel's REMOTE_DISTANCE (include/linux/topology.h): a SLIT distance at or above it is
 # another socket; below it (11, 12 between SNC/NPS nodes) the same package.

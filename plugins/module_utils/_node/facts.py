@@ -174,6 +174,25 @@ def _device_location(fs, link):
     return {"pci": bdf, "host_bridge": host, "pcie_path": bridges, "sysfs": resolved}
 
 
+def locate_pci(fs, bdf):
+    """Where the PCI device ``bdf`` sits, whatever its vendor or class (the guest gate finds a
+    passed-through device, or the stand-in a test boots in its place, by its planned address):
+    {pci, vendor_id, class, numa_node (-1: the device has none), host_bridge, pcie_path}; None when
+    no device has that address. What cannot be read is None plus a problem, as everywhere here."""
+    base = "%s/%s" % (PCI, bdf)
+    if not fs.exists(base):
+        return None
+    loc = _device_location(fs, base) or _NO_LOCATION
+    return {
+        "pci": bdf,
+        "vendor_id": fs.parse(base + "/vendor", P.parse_hex_id),
+        "class": fs.parse(base + "/class", P.parse_hex_id),
+        "numa_node": fs.parse(base + "/numa_node", P.parse_int),
+        "host_bridge": loc["host_bridge"],
+        "pcie_path": loc["pcie_path"],
+    }
+
+
 def _numa_node(fs, base):
     value = fs.parse(base + "/numa_node", P.parse_int)
     return None if value is None or value < 0 else value

@@ -12,7 +12,7 @@ import warnings
 
 import pytest
 
-from ansible_collections.gpufleet.provision.plugins.module_utils._facts import collect
+from ansible_collections.gpufleet.provision.plugins.module_utils._node.facts import collect
 from ansible_collections.gpufleet.provision.plugins.module_utils._guest.plan import plan_guests
 from lab.hw import ttar
 

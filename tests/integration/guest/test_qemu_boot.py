@@ -10,7 +10,7 @@ import copy
 
 import pytest
 
-from ansible_collections.gpufleet.provision.plugins.module_utils._facts import collect
+from ansible_collections.gpufleet.provision.plugins.module_utils._node.facts import collect
 from ansible_collections.gpufleet.provision.plugins.module_utils._guest.qemu import qemu_args
 from ansible_collections.gpufleet.provision.tests.integration.guest.conftest import MINI_OPTIONS, need
 from ansible_collections.gpufleet.provision.tests.integration.guest.guest_view import beside, differences

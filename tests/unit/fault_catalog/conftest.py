@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate import gate
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate.collect import PciDevices
 from ansible_collections.gpufleet.provision.plugins.module_utils._desired import profile as _profile
 from ansible_collections.gpufleet.provision.plugins.module_utils._node.facts import collect
 from ansible_collections.gpufleet.provision.plugins.module_utils._node.fs import Root
@@ -29,9 +30,30 @@ GRUB_CMDLINE_LINUX="default_hugepagesz=1G hugepagesz=1G hugepages=128 intel_iomm
 """
 
 
+# The reference node's GPUs and their PIX rail NICs in PCI order (tests/fixtures/trees/hgx-h100-ref.yml).
+REF_GPUS = ("0000:18:00.0", "0000:29:00.0", "0000:3a:00.0", "0000:4b:00.0", "0000:9a:00.0", "0000:ab:00.0", "0000:bc:00.0", "0000:cd:00.0")
+REF_NICS = ("0000:19:00.0", "0000:2a:00.0", "0000:3b:00.0", "0000:4c:00.0", "0000:9b:00.0", "0000:ac:00.0", "0000:bd:00.0", "0000:ce:00.0")
+
+
+def reference_guest():
+    """The reference node's own layout, stated as a guest plan's ``guest`` section states a guest's
+    (the guest checks judge whatever machine they run on against it), by hand from DOMAIN.md section
+    2: SNC4, node n holds cores 13n..13n+12 and their second threads (+104), 116 GiB; CPU c and c+104
+    are one core; GPU n and its rail NIC on node n under one switch."""
+    return {
+        "numa": [{"id": n, "cpus": list(range(13 * n, 13 * n + 13)) + list(range(104 + 13 * n, 117 + 13 * n)),
+                  "memory_mib": 116 * 1024, "host_node": n} for n in range(8)],
+        "siblings": [[c, c + 104] for c in range(104)],
+        "devices": [d for n in range(8) for d in (
+            {"kind": "gpu", "guest_pci": REF_GPUS[n], "numa_node": n, "pair": n, "partner": REF_NICS[n]},
+            {"kind": "nic", "guest_pci": REF_NICS[n], "numa_node": n, "pair": n, "partner": REF_GPUS[n]})],
+    }
+
+
 def reference_profile():
     """The shipped hgx-h100 profile, with what a captured tree can prove: probes on (their outputs
-    are captured), ATS asked for, mount sizes left out (statvfs only means something on a live root)."""
+    are captured), ATS asked for, mount sizes left out (statvfs only means something on a live root),
+    the node's own layout as the guest checks' plan."""
     with open(os.path.join(REPO, "inventories", "profiles", "hgx-h100.yml")) as handle:
         profile = yaml.safe_load(handle)
     for probe in ("nccl", "h2d", "p2p", "gdr", "dcgm"):
@@ -41,6 +63,7 @@ def reference_profile():
     for mount in profile["storage"]["mounts"]:
         mount.pop("min_size_gb", None)
         mount.pop("min_free_gb", None)
+    profile["guest"] = reference_guest()
     return profile
 
 
@@ -300,7 +323,7 @@ class Node:
         prof = _profile.validate(copy.deepcopy(self.profile), gate.CHECK_IDS)
         facts = collect(self.root)[0]
         return gate.Inputs(facts, prof, packages=self.packages, services=self.services, outputs=self.outputs,
-                           grub=gate.read_grub_sources(Root(self.root)))
+                           grub=gate.read_grub_sources(Root(self.root)), pci=PciDevices(self.root))
 
     def report(self):
         return gate.evaluate(self.inputs(), node="gpu001")

@@ -85,6 +85,18 @@ def _ats_pending(node):
     node.outputs[name] = node.build.mlxconfig("0000:4c:00.0", "True(1)", next_boot="False(0)")
 
 
+def _vcpu_on_the_wrong_node(node):
+    # CPUs 12 and 13 on each other's node: 26 CPUs per node still (numa.layout counts them)
+    node.write("sys/devices/system/node/node0/cpulist", "0-11,13,104-116\n")
+    node.write("sys/devices/system/node/node1/cpulist", "12,14-25,117-129\n")
+
+
+def _siblings_crossed(node):
+    # CPU 0 shares a core with 105, CPU 1 with 104: the second threads of two cores swapped
+    for cpu, siblings in ((0, "0,105"), (105, "0,105"), (1, "1,104"), (104, "1,104")):
+        node.write("sys/devices/system/cpu/cpu%d/topology/thread_siblings_list" % cpu, siblings + "\n")
+
+
 FAULTS = [
     ("os.release", "another OS release", lambda n: n.write("etc/os-release", n.read("etc/os-release").replace('VERSION_ID="22.04"', 'VERSION_ID="24.04"'))),
     ("kernel.version", "another kernel booted", _kernel),
@@ -134,6 +146,11 @@ FAULTS = [
      lambda n: n.outputs.update(nvme_smart_nvme1=n.build.smart_log(critical_warning=1, avail_spare=8))),
     ("nvme.health", "media errors", lambda n: n.outputs.update(nvme_smart_nvme0=n.build.smart_log(media_errors=3))),
     ("nvme.health", "a drive gone (its class link)", lambda n: os.remove(n.path("sys/class/nvme/nvme1"))),
+    ("guest.numa", "a vCPU on another node than planned", _vcpu_on_the_wrong_node),
+    ("guest.siblings", "two cores' second threads crossed", _siblings_crossed),
+    ("guest.memory", "node 3 with half its memory", lambda n: n.write("sys/devices/system/node/node3/meminfo", n.read(
+        "sys/devices/system/node/node3/meminfo").replace("MemTotal:        121634816", "MemTotal:         60817408"))),
+    ("guest.devices", "a GPU on no NUMA node (-1)", lambda n: n.write("sys/bus/pci/devices/0000:4b:00.0/numa_node", "-1\n")),
     ("transport.nccl", "NCCL on sockets", lambda n: n.outputs.update(nccl_debug=n.outputs["nccl_debug"].replace("NET/IB : Using", "NET/Socket : Using"))),
     ("transport.nccl", "GPU Direct RDMA disabled",
      lambda n: n.outputs.update(nccl_debug=n.build.nccl(["mlx5_%d" % i for i in range(8)], gdr="Disabled"))),
@@ -145,6 +162,12 @@ FAULTS = [
         gdr_bandwidth=n.outputs["gdr_bandwidth"].replace("392.44", "190.12", 1))),
     ("gpu.dcgm_diag", "DCGM Page Retirement/Row Remap fails", lambda n: n.outputs.update(dcgm_diag=n.build.dcgm_diag("Page Retirement/Row Remap"))),
 ]
+
+
+# The reference profile gives the guest checks the node's own layout as their plan (conftest
+# reference_guest): guest.numa is then the exact form of numa.layout (which CPUs, not how many) and
+# guest.devices of nic.rails' pairing, so a fault of the layout or of a pair turns both red, no other.
+SAME_FACT = {"numa.layout": "guest.numa", "nic.rails": "guest.devices"}
 
 
 def test_catalog_has_a_fault_for_every_check_id():
@@ -164,20 +187,23 @@ def test_one_fault_turns_exactly_its_check_red(tree, check_id, fault, inject):
     inject(node)
     report = node.report()
     changed = dict((c["id"], (c["status"], c["reason"])) for c in report["checks"] if c["status"] != "pass")
-    assert list(changed) == [check_id], changed
-    assert changed[check_id][0] == "fail"
-    assert report["status"] == "fail" and report["failed"] == [check_id]
+    red = [check_id] + [SAME_FACT[check_id]] if check_id in SAME_FACT else [check_id]
+    assert list(changed) == red, changed
+    assert set(status for status, _reason in changed.values()) == {"fail"}
+    assert report["status"] == "fail" and report["failed"] == red
 
 
 def test_dirty_tree_fails_the_checks_its_faults_imply(tree):
     # hgx-h100-dirty.yml: SNC and HT reset by a BIOS update, kernel defaults (THP always, NUMA
-    # balancing on, no hugepages, no IOMMU parameters), 4 CPUs on powersave.
+    # balancing on, no hugepages, no IOMMU parameters), 4 CPUs on powersave. Against the node's own
+    # SNC4 layout as plan, the guest checks see the same: 2 nodes, no siblings, devices on nodes 0-1.
     node = tree("hgx-h100-dirty")
     node.write("etc/default/grub", 'GRUB_DEFAULT=0\nGRUB_CMDLINE_LINUX_DEFAULT="quiet splash"\nGRUB_CMDLINE_LINUX=""\n')
     got = node.statuses()
     red = sorted(k for k, v in got.items() if v != "pass")
     assert red == sorted(["kernel.cmdline", "kernel.grub_sources", "memory.hugepages", "memory.thp", "memory.numa_balancing",
-                          "cpu.smt", "cpu.governor", "iommu.enabled", "numa.layout"])
+                          "cpu.smt", "cpu.governor", "iommu.enabled", "numa.layout",
+                          "guest.numa", "guest.siblings", "guest.memory", "guest.devices"])
     assert all(got[k] == "fail" for k in red), got
 
 

@@ -19,6 +19,7 @@ ALLOWED = {
     "_desired": {"_node", "_os", "_bmc", "_devices"},
     "_gate": {"_node", "_os", "_bmc", "_devices", "_desired"},
     "_fabric": {"_node"},
+    "_guest": {"_node"},
 }
 
 

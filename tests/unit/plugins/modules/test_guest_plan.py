@@ -1,7 +1,7 @@
 """guest_plan through Ansible itself: facts read through root or given, check mode, errors."""
 import pytest
 
-from ansible_collections.gpufleet.provision.plugins.module_utils._facts import collect
+from ansible_collections.gpufleet.provision.plugins.module_utils._node.facts import collect
 
 
 @pytest.mark.parametrize("check", [False, True])

@@ -186,6 +186,8 @@ GOOD = statuses(gate.evaluate(sample_inputs()))
 # are in the tree-based catalog (tests/unit/fault_catalog) and their parsers in test_checks_health.py.
 HEALTH = {"nvidia.peermem", "gpu.persistence_mode", "gpu.xid", "gpu.ecc", "gpu.throttle", "gpu.nvlink", "ib.counters",
           "nvme.health", "nccl.allreduce_bandwidth", "gpu.p2p_bandwidth", "ib.gdr_bandwidth", "gpu.dcgm_diag"}
+# The guest checks read a guest plan's section (profile key guest): tests in test_checks_guest.py.
+GUEST = {"guest.numa", "guest.siblings", "guest.memory", "guest.devices"}
 
 
 def test_good_sample_node_is_green_and_every_check_has_an_outcome():
@@ -193,7 +195,7 @@ def test_good_sample_node_is_green_and_every_check_has_an_outcome():
     assert report["status"] == "pass", [(c["id"], c["reason"]) for c in report["checks"] if c["status"] != "pass"]
     assert [c["id"] for c in report["checks"]] == list(gate.CHECK_IDS)
     # nic.ats is only asked for in virtualization mode; every other check has data and passes.
-    assert set(k for k, v in GOOD.items() if v != "pass") == {"nic.ats"} | HEALTH
+    assert set(k for k, v in GOOD.items() if v != "pass") == {"nic.ats"} | HEALTH | GUEST
 
 
 def _set(path, value):
@@ -291,7 +293,7 @@ FAULTS = [
 
 def test_fault_catalog_covers_every_check_that_can_fail_here():
     # numa.layout and gpu.count need a different shape: see test_shape_faults below.
-    covered = set(f[0] for f in FAULTS) | {"numa.layout", "gpu.count", "nic.ats"} | HEALTH
+    covered = set(f[0] for f in FAULTS) | {"numa.layout", "gpu.count", "nic.ats"} | HEALTH | GUEST
     assert covered == set(gate.CHECK_IDS)
 
 

@@ -4,7 +4,7 @@ import copy
 
 import pytest
 
-from ansible_collections.gpufleet.provision.plugins.module_utils._facts import collect
+from ansible_collections.gpufleet.provision.plugins.module_utils._node.facts import collect
 
 _CACHE = {}
 
