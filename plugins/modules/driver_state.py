@@ -19,11 +19,12 @@ description:
     and C(problems), a module missing or of another version for that kernel. With O(fail_on_problems)
     the task fails naming both versions, before any reboot.
   - With O(load_now), nvidia-peermem that is wanted but not loaded is loaded into the running kernel with
-    C(modprobe nvidia-peermem) when it can be, then read back under O(root) (C(sys/module/nvidia_peermem)):
-    installed for the running kernel (C(modinfo -k <running release>)) at the version of the driver that runs,
-    and the pinned driver runs. Only when it cannot be (another version of it loaded, not installed or built
-    for the running kernel, C(modprobe) fails) is it a reboot reason, naming why; with the pinned driver not
-    running, the driver's own reboot loads it. Check mode predicts the load (C(changed)) and loads nothing.
+    C(modprobe nvidia-peermem) when it can be, then read back under O(root) (C(sys/module/nvidia_peermem)).
+    It can be when the pinned driver runs and the module is installed for the running kernel
+    (C(modinfo -k <running release>)), built for it and of the running driver's version.
+  - Only when it cannot be (another version of it loaded, not installed or built for the running kernel,
+    C(modprobe) fails) is it a reboot reason, naming why; with the pinned driver not running, the driver's
+    own reboot loads it. Check mode predicts the load (C(changed)) and loads nothing.
   - Without O(load_now) nothing is changed.
 author:
   - gpufleet maintainers (@gpufleet)
