@@ -53,6 +53,13 @@ options:
         (area V(nvidia)); see the description. False reads only.
     type: bool
     default: false
+  packages_pending:
+    description:
+      - The pinned packages are still to be installed (check mode predicted their transaction, nothing is on
+        disk yet); nvidia-peermem for the running kernel is then taken as the pinned version when
+        O(kernel_release) is the running kernel, so check mode predicts the live load a real run makes.
+    type: bool
+    default: false
   ofed_release:
     description: The pinned OFED release as C(ofed_info -s) prints it (area V(ofed)).
     type: str
@@ -148,11 +155,13 @@ def _modprobe(module, root):
     return S.load_outcome(rc, err, _peermem_loaded(root) is not None)
 
 
-def _running_peermem(module, running, kernel, next_boot):
+def _running_peermem(module, p, running, kernel, next_boot):
     """nvidia-peermem on disk for the RUNNING kernel (``next_boot``'s modinfo when it is the same kernel)."""
     if running == kernel:
-        return next_boot
-    return _modinfo(module, running, "nvidia-peermem") if running else None
+        found = next_boot
+    else:
+        found = _modinfo(module, running, "nvidia-peermem") if running else None
+    return S.peermem_on_disk(found, p["driver_version"], kernel, running, p["packages_pending"])
 
 
 def _peermem(module, p, loaded, running, kernel, next_boot):
@@ -160,7 +169,7 @@ def _peermem(module, p, loaded, running, kernel, next_boot):
     current = _peermem_loaded(p["root"])
     if not (p["peermem"] and loaded):
         return [], [], current is not None
-    on_disk = _running_peermem(module, running, kernel, next_boot)
+    on_disk = _running_peermem(module, p, running, kernel, next_boot)
     action, reason = S.peermem_plan(p["driver_version"], loaded, current, on_disk, running or "unknown")
     if action != "load" or not p["load_now"]:
         return ([reason] if reason else []), [], current is not None
@@ -203,6 +212,7 @@ def main():
             driver_version=dict(type="str"),
             peermem=dict(type="bool", default=True),
             load_now=dict(type="bool", default=False),
+            packages_pending=dict(type="bool", default=False),
             ofed_release=dict(type="str"),
             fail_on_problems=dict(type="bool", default=True),
         ),

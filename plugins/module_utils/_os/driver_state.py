@@ -116,6 +116,16 @@ def peermem_plan(want, driver_loaded, loaded, running_module, running_kernel):
     return "load", "nvidia-peermem not loaded (modprobe nvidia-peermem loads it now; %s at boot)" % PEERMEM_AT_BOOT
 
 
+def peermem_on_disk(found, want, kernel, running_kernel, packages_pending=False):
+    """nvidia-peermem for the running kernel as the run leaves it on disk. ``found``: parse_modinfo of
+    it now; with the pinned packages still to be installed (``packages_pending``: check mode predicted
+    the transaction), the modules they bring for ``kernel`` at version ``want`` (so check mode predicts
+    the live load a real run does), when ``kernel`` is the running one."""
+    if packages_pending and kernel == running_kernel:
+        return {"version": want, "kernel": kernel}
+    return found
+
+
 def load_outcome(rc, stderr, loaded_after):
     """The reboot reason a live ``modprobe nvidia-peermem`` leaves; None when it runs now (read back)."""
     if loaded_after:

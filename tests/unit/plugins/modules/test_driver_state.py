@@ -70,3 +70,14 @@ def test_modprobe_that_fails_is_the_reboot_reason_in_its_own_words(adhoc, node):
     assert result["reboot_reasons"] == [
         "modprobe nvidia-peermem failed (exit 1: modprobe: ERROR: could not insert 'nvidia_peermem': Unknown symbol "
         "in module, or unknown parameter (see dmesg)): loaded at boot from /etc/modules-load.d/nvidia-peermem.conf"]
+
+
+def test_check_mode_with_the_packages_still_to_install_predicts_the_live_load(adhoc, node):
+    root, tools = node
+    _write(str(tools / "modinfo"), MODINFO.replace("%s" % KERNEL, "no-kernel-has-modules-yet", 1), 0o755)
+    rc, result = adhoc("driver_state", dict(_args(root), fail_on_problems=False), check=True)
+    assert rc == 0 and result["reboot_reasons"] == [
+        "nvidia-peermem is not installed for the running kernel 6.8.0-45-generic: loaded at boot from "
+        "/etc/modules-load.d/nvidia-peermem.conf"]
+    rc, result = adhoc("driver_state", dict(_args(root), fail_on_problems=False, packages_pending=True), check=True)
+    assert (rc, result["loaded_now"], result["reboot_reasons"]) == (0, ["nvidia-peermem"], [])

@@ -137,3 +137,16 @@ def test_live_load_outcome_is_read_back():
     assert S.load_outcome(1, "", False) == "modprobe nvidia-peermem failed (exit 1: no message)" + AT_BOOT
     assert S.load_outcome(0, "", False) == ("modprobe nvidia-peermem exited 0 but the module is not loaded "
                                             "(no sys/module/nvidia_peermem)" + AT_BOOT)
+
+
+def test_peermem_on_disk_in_check_mode_with_the_transaction_predicted():
+    found = nvidia_module("550.54.15")
+    # nothing pending: what modinfo found
+    assert S.peermem_on_disk(found, "550.90.07", RUNNING, RUNNING) == found
+    assert S.peermem_on_disk(None, "550.90.07", RUNNING, RUNNING) is None
+    # the pinned packages are still to be installed for the running kernel: the pinned module
+    assert S.peermem_on_disk(None, "550.90.07", RUNNING, RUNNING, packages_pending=True) == nvidia_module("550.90.07")
+    assert S.peermem_plan("550.90.07", "550.90.07", None, S.peermem_on_disk(found, "550.90.07", RUNNING, RUNNING, True),
+                          RUNNING)[0] == "load"
+    # ... for another kernel than the running one: they bring nothing for the running kernel
+    assert S.peermem_on_disk(None, "550.90.07", "6.8.0-50-generic", RUNNING, packages_pending=True) is None
