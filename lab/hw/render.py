@@ -457,7 +457,8 @@ def _nvidia(w, devices, state):
     w.file("sys/module/nvidia/version", version)
     if (state.get("nvidia") or {}).get("peermem", True):
         # GPUDirect RDMA: nvidia_peermem, loaded with the driver unless the state says otherwise
-        # (a twin cannot modprobe; state nvidia.peermem: false renders a node without it).
+        # (state nvidia.peermem: false renders a node without it; a twin's boot loads it only from
+        # modules-load.d, and its modprobe stand-in loads it live: lab/image/files/modprobe).
         w.file("sys/module/nvidia_peermem/initstate", "live")
     w.file("proc/driver/nvidia/version",
            "NVRM version: NVIDIA UNIX x86_64 Kernel Module  %s  Fri May 31 09:35:42 UTC 2024\n"

@@ -41,6 +41,7 @@ t1=$(date +%s)
 install -D -m 0755 "$here/files/update-grub" "$rootfs/usr/sbin/update-grub"
 install -D -m 0755 "$here/files/update-grub" "$rootfs/usr/sbin/grub-mkconfig"
 install -D -m 0755 "$here/files/modinfo" "$rootfs/usr/local/sbin/modinfo"
+install -D -m 0755 "$here/files/modprobe" "$rootfs/usr/local/sbin/modprobe"
 install -D -m 0755 "$here/files/uname" "$rootfs/usr/local/bin/uname"
 install -D -m 0644 "$here/files/twin-boot.service" "$rootfs/etc/systemd/system/twin-boot.service"
 install -D -m 0644 "$here/files/sshd-twin.conf" "$rootfs/etc/ssh/sshd_config.d/twin.conf"

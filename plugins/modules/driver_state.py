@@ -9,7 +9,7 @@ __metaclass__ = type
 
 DOCUMENTATION = r"""
 module: driver_state
-short_description: Compare the loaded NVIDIA driver and OFED modules with the ones the next boot will load
+short_description: Compare the loaded NVIDIA driver and OFED modules with the ones the next boot will load, load nvidia-peermem live
 version_added: 0.2.0
 description:
   - Reads the running driver version under O(root) (C(sys/module/nvidia/version)), the OFED release
@@ -18,12 +18,18 @@ description:
   - Returns C(reboot_required) and C(reboot_reasons) computed from that state (docs/roles.md section 3)
     and C(problems), a module missing or of another version for that kernel. With O(fail_on_problems)
     the task fails naming both versions, before any reboot.
-  - Never changes anything.
+  - With O(load_now), nvidia-peermem that is wanted but not loaded is loaded into the running kernel with
+    C(modprobe nvidia-peermem) when it can be, then read back under O(root) (C(sys/module/nvidia_peermem)).
+    It can be when the pinned driver runs and the module is installed for the running kernel
+    (C(modinfo -k <running release>)), built for it and of the running driver's version.
+  - Only when it cannot be (another version of it loaded, not installed or built for the running kernel,
+    C(modprobe) fails) is it a reboot reason, naming why; with the pinned driver not running, the driver's
+    own reboot loads it. Check mode predicts the load (C(changed)) and loads nothing.
+  - Without O(load_now) nothing is changed.
 author:
   - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
   - gpufleet.provision.hardware_root
-  - gpufleet.provision.hardware_root.READ_ONLY
 options:
   area:
     description: V(nvidia) (driver, nvidia-peermem) or V(ofed) (mlx5_core, ofed_info).
@@ -41,6 +47,19 @@ options:
     description: Require the nvidia-peermem module for that kernel (area V(nvidia)).
     type: bool
     default: true
+  load_now:
+    description:
+      - Load nvidia-peermem into the running kernel when it is wanted (O(peermem)), not loaded, and can be
+        (area V(nvidia)); see the description. False reads only.
+    type: bool
+    default: false
+  packages_pending:
+    description:
+      - The pinned packages are still to be installed (check mode predicted their transaction, nothing is on
+        disk yet); nvidia-peermem for the running kernel is then taken as the pinned version when
+        O(kernel_release) is the running kernel, so check mode predicts the live load a real run makes.
+    type: bool
+    default: false
   ofed_release:
     description: The pinned OFED release as C(ofed_info -s) prints it (area V(ofed)).
     type: str
@@ -52,7 +71,7 @@ attributes:
   check_mode:
     description: Can run in check_mode and return changed status prediction without modifying the target.
     support: full
-    details: Read-only; reports the same in check mode.
+    details: Predicts the live load of nvidia-peermem (C(changed), C(loaded_now)) without loading it.
   diff_mode:
     description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
@@ -69,6 +88,13 @@ EXAMPLES = r"""
     kernel_release: 6.8.0-45-generic
     driver_version: "550.90.07"
   register: state
+
+- name: The same, loading nvidia-peermem now where it can be (no reboot for it)
+  gpufleet.provision.driver_state:
+    area: nvidia
+    driver_version: "550.90.07"
+    load_now: true
+  register: state
 """
 
 RETURN = r"""
@@ -79,7 +105,13 @@ modules:
   returned: always
   type: dict
 ofed_release: {description: "ofed_info -s of the node (area ofed), or null.", returned: always, type: str}
-peermem_loaded: {description: "nvidia-peermem runs now (null: no driver loaded).", returned: area nvidia, type: bool}
+peermem_loaded: {description: "nvidia-peermem runs now, after a live load (null: no driver loaded).", returned: area nvidia, type: bool}
+loaded_now:
+  description: Modules loaded live by this run (check mode - that it would load).
+  returned: area nvidia
+  type: list
+  elements: str
+  sample: [nvidia-peermem]
 problems: {description: What would leave the next boot without a working module., returned: always, type: list, elements: str}
 reboot_required: {description: The loaded modules differ from the ones the next boot loads., returned: always, type: bool}
 reboot_reasons: {description: One line per reason., returned: always, type: list, elements: str}
@@ -91,6 +123,8 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.provision.plugins.module_utils._os import driver_state as S
 
+PEERMEM_SYS = "sys/module/nvidia_peermem"
+
 
 def _read(root, rel):
     try:
@@ -98,6 +132,75 @@ def _read(root, rel):
             return handle.read().strip() or None
     except (IOError, OSError):
         return None
+
+
+def _modinfo(module, release, name):
+    rc, out, _err = module.run_command(["modinfo", "-k", release, name], environ_update={"LC_ALL": "C"})
+    return S.parse_modinfo(out) if rc == 0 and out.strip() else None
+
+
+def _peermem_loaded(root):
+    """nvidia-peermem's version when it runs ("" without a version file), None when it does not."""
+    if not os.path.isdir(os.path.join(root, PEERMEM_SYS)):
+        return None
+    return _read(root, PEERMEM_SYS + "/version") or ""
+
+
+def _modprobe(module, root):
+    """Load nvidia-peermem now and read it back: the reboot reason it leaves, or None."""
+    modprobe = module.get_bin_path("modprobe")
+    if modprobe is None:
+        return S.load_outcome(127, "modprobe (kmod) not found on the node", False)
+    rc, _out, err = module.run_command([modprobe, "nvidia-peermem"], environ_update={"LC_ALL": "C"})
+    return S.load_outcome(rc, err, _peermem_loaded(root) is not None)
+
+
+def _running_peermem(module, p, running, kernel, next_boot):
+    """nvidia-peermem on disk for the RUNNING kernel (``next_boot``'s modinfo when it is the same kernel)."""
+    if running == kernel:
+        found = next_boot
+    else:
+        found = _modinfo(module, running, "nvidia-peermem") if running else None
+    return S.peermem_on_disk(found, p["driver_version"], kernel, running, p["packages_pending"])
+
+
+def _peermem(module, p, loaded, running, kernel, next_boot):
+    """(reasons, loaded_now, runs) of nvidia-peermem: loaded live where it can be (check mode: predicted)."""
+    current = _peermem_loaded(p["root"])
+    if not (p["peermem"] and loaded):
+        return [], [], current is not None
+    on_disk = _running_peermem(module, p, running, kernel, next_boot)
+    action, reason = S.peermem_plan(p["driver_version"], loaded, current, on_disk, running or "unknown")
+    if action != "load" or not p["load_now"]:
+        return ([reason] if reason else []), [], current is not None
+    reason = None if module.check_mode else _modprobe(module, p["root"])
+    if reason:
+        return [reason], [], False
+    return [], ["nvidia-peermem"], True
+
+
+def _nvidia(module, p, kernel, running):
+    loaded = _read(p["root"], "sys/module/nvidia/version")
+    mods = {"nvidia": _modinfo(module, kernel, "nvidia"),
+            "nvidia-peermem": _modinfo(module, kernel, "nvidia-peermem") if p["peermem"] else None}
+    problems, reasons = S.nvidia_state(p["driver_version"], loaded, mods["nvidia"], mods["nvidia-peermem"],
+                                       kernel, peermem_wanted=p["peermem"])
+    peermem_reasons, loaded_now, runs = _peermem(module, p, loaded, running, kernel, mods["nvidia-peermem"])
+    return dict(loaded=loaded, modules=mods, problems=problems, reboot_reasons=reasons + peermem_reasons,
+                peermem_loaded=runs if loaded else None, loaded_now=loaded_now, changed=bool(loaded_now))
+
+
+def _ofed(module, p, kernel, running):
+    loaded = _read(p["root"], "sys/module/mlx5_core/version")
+    mods = {"mlx5_core": _modinfo(module, kernel, "mlx5_core")}
+    installed = None
+    if module.get_bin_path("ofed_info"):
+        rc, out, _err = module.run_command(["ofed_info", "-s"])
+        if rc == 0:
+            installed = S.parse_ofed_release(out)
+    problems, reasons = S.ofed_state(p["ofed_release"], installed, mods["mlx5_core"], kernel, loaded, running)
+    return dict(loaded=loaded, modules=mods, problems=problems, reboot_reasons=reasons, ofed_release=installed,
+                changed=False)
 
 
 def main():
@@ -108,6 +211,8 @@ def main():
             kernel_release=dict(type="str", default=""),
             driver_version=dict(type="str"),
             peermem=dict(type="bool", default=True),
+            load_now=dict(type="bool", default=False),
+            packages_pending=dict(type="bool", default=False),
             ofed_release=dict(type="str"),
             fail_on_problems=dict(type="bool", default=True),
         ),
@@ -123,35 +228,14 @@ def main():
     if not kernel:
         module.fail_json(msg="driver_state: no kernel_release given and %s unreadable"
                          % os.path.join(root, "proc/sys/kernel/osrelease"))
-
-    def modinfo(name):
-        rc, out, _err = module.run_command(["modinfo", "-k", kernel, name], environ_update={"LC_ALL": "C"})
-        return S.parse_modinfo(out) if rc == 0 and out.strip() else None
-
     if module.get_bin_path("modinfo") is None:
         module.fail_json(msg="driver_state: modinfo (kmod) not found on the node")
-    result = {"changed": False, "kernel_release": kernel, "ofed_release": None}
-    if p["area"] == "nvidia":
-        loaded = _read(root, "sys/module/nvidia/version")
-        mods = {"nvidia": modinfo("nvidia"), "nvidia-peermem": modinfo("nvidia-peermem") if p["peermem"] else None}
-        peermem_loaded = os.path.isdir(os.path.join(root, "sys/module/nvidia_peermem")) if loaded else None
-        result["peermem_loaded"] = peermem_loaded
-        problems, reasons = S.nvidia_state(p["driver_version"], loaded, mods["nvidia"], mods["nvidia-peermem"],
-                                           kernel, peermem_wanted=p["peermem"], peermem_loaded=peermem_loaded)
-    else:
-        loaded = _read(root, "sys/module/mlx5_core/version")
-        mods = {"mlx5_core": modinfo("mlx5_core")}
-        installed = None
-        if module.get_bin_path("ofed_info"):
-            rc, out, _err = module.run_command(["ofed_info", "-s"])
-            if rc == 0:
-                installed = S.parse_ofed_release(out)
-        result["ofed_release"] = installed
-        problems, reasons = S.ofed_state(p["ofed_release"], installed, mods["mlx5_core"], kernel, loaded, running)
-    result.update(loaded=loaded, modules=mods, problems=problems, reboot_reasons=reasons,
-                  reboot_required=bool(reasons))
-    if problems and p["fail_on_problems"]:
-        module.fail_json(msg="driver_state (%s, kernel %s): %s" % (p["area"], kernel, "; ".join(problems)), **result)
+    result = {"kernel_release": kernel, "ofed_release": None}
+    result.update((_nvidia if p["area"] == "nvidia" else _ofed)(module, p, kernel, running))
+    result["reboot_required"] = bool(result["reboot_reasons"])
+    if result["problems"] and p["fail_on_problems"]:
+        module.fail_json(msg="driver_state (%s, kernel %s): %s" % (p["area"], kernel, "; ".join(result["problems"])),
+                         **result)
     module.exit_json(**result)
 
 

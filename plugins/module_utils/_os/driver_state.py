@@ -46,13 +46,12 @@ def parse_modinfo(text):
     return out
 
 
-def nvidia_state(want, loaded, module, peermem_module, kernel, peermem_wanted=True, peermem_loaded=None):
+def nvidia_state(want, loaded, module, peermem_module, kernel, peermem_wanted=True):
     """(problems, reboot_reasons) of the NVIDIA driver.
 
     ``loaded``: the running driver version or None; ``module``: parse_modinfo of ``nvidia`` for
-    ``kernel`` (None: no module for that kernel); ``peermem_module``: the same for nvidia-peermem;
-    ``peermem_loaded``: whether it runs now (None: unknown). The pinned driver running without
-    nvidia-peermem (it could not be loaded in place) needs the boot that loads it.
+    ``kernel`` (None: no module for that kernel); ``peermem_module``: the same for nvidia-peermem.
+    Whether nvidia-peermem runs now is peermem_plan's: it is loaded live where it can be.
     """
     problems, reasons = [], []
     if module is None:
@@ -67,9 +66,74 @@ def nvidia_state(want, loaded, module, peermem_module, kernel, peermem_wanted=Tr
         problems.append("no nvidia-peermem module for kernel %s (GPUDirect RDMA would be off)" % kernel)
     if loaded != want:
         reasons.append("NVIDIA driver %s installed, %s" % (want, "%s loaded" % loaded if loaded else "none loaded"))
-    elif peermem_wanted and peermem_loaded is False:
-        reasons.append("nvidia-peermem not loaded (loaded at boot from /etc/modules-load.d/nvidia-peermem.conf)")
     return problems, reasons
+
+
+PEERMEM_AT_BOOT = "/etc/modules-load.d/nvidia-peermem.conf"
+
+
+def _at_boot(why):
+    return "%s: loaded at boot from %s" % (why, PEERMEM_AT_BOOT)
+
+
+def _not_loadable(want, module, running_kernel):
+    """Why nvidia-peermem on disk cannot join the running driver ``want`` (None: modprobe can load it)."""
+    if module is None:
+        return "nvidia-peermem is not installed for the running kernel %s" % running_kernel
+    if module.get("version") != want:
+        return ("nvidia-peermem for the running kernel %s is %s, the loaded driver is %s"
+                % (running_kernel, module.get("version"), want))
+    if module.get("kernel") and module["kernel"] != running_kernel:
+        return "nvidia-peermem found for the running kernel %s is built for kernel %s" % (running_kernel, module["kernel"])
+    return None
+
+
+def peermem_plan(want, driver_loaded, loaded, running_module, running_kernel):
+    """How nvidia-peermem comes to run beside the pinned driver ``want``: (action, reason).
+
+    ``driver_loaded``: the running nvidia version (None: none); ``loaded``: nvidia-peermem's version
+    when it runs now ("" when the kernel shows no version), None when it does not;
+    ``running_module``: parse_modinfo of nvidia-peermem for the RUNNING kernel (None: not installed
+    for it). Actions:
+
+    - ``loaded``: it runs beside the pinned driver; reason None;
+    - ``with_driver``: the pinned driver does not run: the driver's own reboot loads it (reason None,
+      the driver's reason names that boot);
+    - ``load``: installed for the running kernel at the running driver's version: ``modprobe`` loads it
+      now. The reason is the one that stands when it is not loaded (a read-only call, or check mode
+      cannot know: load_outcome replaces it after the load);
+    - ``reboot``: it cannot be loaded into the running kernel; the reason says why.
+    """
+    if driver_loaded != want:
+        return "with_driver", None
+    if loaded is not None:
+        if loaded and loaded != want:
+            return "reboot", _at_boot("nvidia-peermem %s is loaded (in use) beside driver %s" % (loaded, want))
+        return "loaded", None
+    why = _not_loadable(want, running_module, running_kernel)
+    if why:
+        return "reboot", _at_boot(why)
+    return "load", "nvidia-peermem not loaded (modprobe nvidia-peermem loads it now; %s at boot)" % PEERMEM_AT_BOOT
+
+
+def peermem_on_disk(found, want, kernel, running_kernel, packages_pending=False):
+    """nvidia-peermem for the running kernel as the run leaves it on disk. ``found``: parse_modinfo of
+    it now; with the pinned packages still to be installed (``packages_pending``: check mode predicted
+    the transaction), the modules they bring for ``kernel`` at version ``want`` (so check mode predicts
+    the live load a real run does), when ``kernel`` is the running one."""
+    if packages_pending and kernel == running_kernel:
+        return {"version": want, "kernel": kernel}
+    return found
+
+
+def load_outcome(rc, stderr, loaded_after):
+    """The reboot reason a live ``modprobe nvidia-peermem`` leaves; None when it runs now (read back)."""
+    if loaded_after:
+        return None
+    if rc != 0:
+        lines = [line.strip() for line in (stderr or "").splitlines() if line.strip()]
+        return _at_boot("modprobe nvidia-peermem failed (exit %d: %s)" % (rc, lines[-1] if lines else "no message"))
+    return _at_boot("modprobe nvidia-peermem exited 0 but the module is not loaded (no sys/module/nvidia_peermem)")
 
 
 def ofed_state(want_release, installed_release, module, kernel, loaded_version=None, running_kernel=None):

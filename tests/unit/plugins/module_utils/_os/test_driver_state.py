@@ -81,13 +81,72 @@ def test_ofed_loaded_module_differs_from_the_built_one():
     assert S.ofed_state("23.10-1.1.9.0", None, module, "6.8.0-45-generic", "5.0-0", "6.8.0-40-generic") == ([], [])
 
 
-def test_nvidia_peermem_not_loaded_needs_the_boot_that_loads_it():
-    _problems, reasons = S.nvidia_state("550.90.07", "550.90.07", nvidia_module("550.90.07"), {}, "6.8.0-45-generic",
-                                        peermem_loaded=False)
-    assert reasons == ["nvidia-peermem not loaded (loaded at boot from /etc/modules-load.d/nvidia-peermem.conf)"]
-    # the driver reboot covers it; unknown or unwanted: no reason
-    _problems, reasons = S.nvidia_state("550.90.07", "535.183.01", nvidia_module("550.90.07"), {}, "6.8.0-45-generic",
-                                        peermem_loaded=False)
-    assert reasons == ["NVIDIA driver 550.90.07 installed, 535.183.01 loaded"]
-    assert S.nvidia_state("550.90.07", "550.90.07", nvidia_module("550.90.07"), None, "6.8.0-45-generic",
-                          peermem_wanted=False, peermem_loaded=False) == ([], [])
+RUNNING = "6.8.0-45-generic"
+AT_BOOT = ": loaded at boot from /etc/modules-load.d/nvidia-peermem.conf"
+
+
+def test_nvidia_state_leaves_peermem_to_its_plan():
+    # nvidia-peermem not running is no reboot reason of nvidia_state (peermem_plan decides)
+    assert S.nvidia_state("550.90.07", "550.90.07", nvidia_module("550.90.07"), {"version": "550.90.07"}, RUNNING) == ([], [])
+
+
+def test_peermem_installed_for_the_running_kernel_is_loaded_live():
+    action, reason = S.peermem_plan("550.90.07", "550.90.07", None, nvidia_module("550.90.07"), RUNNING)
+    assert action == "load"
+    # what stands when it is not loaded (a read-only call): no boot is named as needed
+    assert reason == ("nvidia-peermem not loaded (modprobe nvidia-peermem loads it now; "
+                      "/etc/modules-load.d/nvidia-peermem.conf at boot)")
+    # a module without vermagic (modinfo shows none): still loadable
+    assert S.peermem_plan("550.90.07", "550.90.07", None, {"version": "550.90.07"}, RUNNING)[0] == "load"
+
+
+def test_peermem_already_running():
+    assert S.peermem_plan("550.90.07", "550.90.07", "550.90.07", nvidia_module("550.90.07"), RUNNING) == ("loaded", None)
+    # loaded, the kernel shows no version: loaded
+    assert S.peermem_plan("550.90.07", "550.90.07", "", None, RUNNING) == ("loaded", None)
+
+
+def test_peermem_follows_the_driver_reboot():
+    # another driver (or none) runs: the driver's own reason asks for the boot that loads both
+    assert S.peermem_plan("550.90.07", "535.183.01", None, nvidia_module("550.90.07"), RUNNING) == ("with_driver", None)
+    assert S.peermem_plan("550.90.07", None, None, nvidia_module("550.90.07"), RUNNING) == ("with_driver", None)
+    assert S.peermem_plan("550.90.07", "535.183.01", "535.183.01", None, RUNNING) == ("with_driver", None)
+
+
+def test_peermem_that_cannot_be_loaded_live_names_why():
+    # an older nvidia-peermem in use beside the pinned driver
+    assert S.peermem_plan("550.90.07", "550.90.07", "550.54.15", nvidia_module("550.90.07"), RUNNING) == (
+        "reboot", "nvidia-peermem 550.54.15 is loaded (in use) beside driver 550.90.07" + AT_BOOT)
+    # not installed for the running kernel (its package is for the kernel that will boot)
+    assert S.peermem_plan("550.90.07", "550.90.07", None, None, "6.8.0-40-generic") == (
+        "reboot", "nvidia-peermem is not installed for the running kernel 6.8.0-40-generic" + AT_BOOT)
+    # installed for the running kernel at another version than the running driver
+    assert S.peermem_plan("550.90.07", "550.90.07", None, nvidia_module("550.54.15"), RUNNING) == (
+        "reboot", "nvidia-peermem for the running kernel 6.8.0-45-generic is 550.54.15, the loaded driver is 550.90.07" + AT_BOOT)
+    # found for the running kernel but built for another one (vermagic)
+    assert S.peermem_plan("550.90.07", "550.90.07", None, nvidia_module("550.90.07", "6.8.0-50-generic"), RUNNING) == (
+        "reboot", "nvidia-peermem found for the running kernel 6.8.0-45-generic is built for kernel 6.8.0-50-generic" + AT_BOOT)
+
+
+def test_live_load_outcome_is_read_back():
+    assert S.load_outcome(0, "", True) is None
+    # modprobe complained but the module runs (read back): it runs
+    assert S.load_outcome(1, "modprobe: WARNING: something", True) is None
+    assert S.load_outcome(1, "modprobe: ERROR: could not insert 'nvidia_peermem': Invalid argument\n", False) == (
+        "modprobe nvidia-peermem failed (exit 1: modprobe: ERROR: could not insert 'nvidia_peermem': Invalid argument)" + AT_BOOT)
+    assert S.load_outcome(1, "", False) == "modprobe nvidia-peermem failed (exit 1: no message)" + AT_BOOT
+    assert S.load_outcome(0, "", False) == ("modprobe nvidia-peermem exited 0 but the module is not loaded "
+                                            "(no sys/module/nvidia_peermem)" + AT_BOOT)
+
+
+def test_peermem_on_disk_in_check_mode_with_the_transaction_predicted():
+    found = nvidia_module("550.54.15")
+    # nothing pending: what modinfo found
+    assert S.peermem_on_disk(found, "550.90.07", RUNNING, RUNNING) == found
+    assert S.peermem_on_disk(None, "550.90.07", RUNNING, RUNNING) is None
+    # the pinned packages are still to be installed for the running kernel: the pinned module
+    assert S.peermem_on_disk(None, "550.90.07", RUNNING, RUNNING, packages_pending=True) == nvidia_module("550.90.07")
+    assert S.peermem_plan("550.90.07", "550.90.07", None, S.peermem_on_disk(found, "550.90.07", RUNNING, RUNNING, True),
+                          RUNNING)[0] == "load"
+    # ... for another kernel than the running one: they bring nothing for the running kernel
+    assert S.peermem_on_disk(None, "550.90.07", "6.8.0-50-generic", RUNNING, packages_pending=True) is None
