@@ -168,7 +168,8 @@ def _carved(result, addressing, gateway_first):
         raise AddressingError("%s.rail_prefix: required with supernet (the prefix length of each rail subnet)" % WHERE)
     first, top = parse_subnet(WHERE + ".supernet", addressing["supernet"])
     prefix = addressing["rail_prefix"]
-    block = top + ((result.rails - 1).bit_length() if result.per_su else 0)
+    # a rail's block: its SU subnets when routed; its one subnet when flat
+    block = top + (result.rails - 1).bit_length() if result.per_su else prefix
     if prefix < top:
         raise AddressingError("%s.rail_prefix: /%d is wider than the supernet %s" % (WHERE, prefix, _cidr(first, top)))
     if result.per_su and block > prefix:
