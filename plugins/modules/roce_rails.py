@@ -48,6 +48,18 @@ options:
       rail:
         description: The rail index (for messages).
         type: int
+      address:
+        description: The plan's address without prefix (informational; O(rails[].cidr) is what is set).
+        type: str
+      prefix:
+        description: The plan's prefix length (informational).
+        type: int
+      subnet:
+        description: The rail's subnet (informational).
+        type: str
+      gateway:
+        description: The rail's gateway (informational; routes name it).
+        type: str
   interfaces:
     description: Netdevs whose QoS is set when O(rails) is empty (no addresses or MTU planned).
     type: list
@@ -146,7 +158,8 @@ def main():
         argument_spec=dict(
             rails=dict(type="list", elements="dict", default=[], options=dict(
                 interface=dict(type="str", required=True), cidr=dict(type="str"), mtu=dict(type="int"),
-                routes=dict(type="list", elements="dict"), rail=dict(type="int"))),
+                routes=dict(type="list", elements="dict"), rail=dict(type="int"), address=dict(type="str"),
+                prefix=dict(type="int"), subnet=dict(type="str"), gateway=dict(type="str"))),
             interfaces=dict(type="list", elements="str", default=[]),
             style=dict(type="str", default="auto", choices=["auto", "netplan", "ifupdown"]),
             qos=dict(type="dict"),

@@ -20,8 +20,9 @@ Subnets (docs/profile.md "roce"):
   name SUs (the route per rail: its subnets merged, ``netaddr.cidr_merge``).
 
 The host at place p gets ``subnet + host_offset + p``; ``host_offset`` defaults to 2 when the subnet's
-first address is the gateway, else 1. Every refusal (overlap, exhausted subnet, an address outside its
-rail, a gateway in the host range) is an ``AddressingError`` naming the host, rail, subnet and cause.
+first address is the gateway, else 1; a gateway above host_offset (``.254``) ends the host range.
+Every refusal (overlap, exhausted subnet, an address outside its rail, a host_offset on a gateway) is
+an ``AddressingError`` naming the host, rail, subnet and cause.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -124,8 +125,12 @@ class Plan(object):
         return [{"to": _cidr(first, prefix), "via": via} for first, prefix in self.route_cidrs[rail]]
 
     def capacity(self, subnet):
-        """How many hosts fit in a subnet (the broadcast address is never given)."""
-        return _size(subnet.prefix) - self.host_offset - 1
+        """How many hosts fit in a subnet: from host_offset up to the broadcast address, or up to the
+        gateway when the gateway lies above host_offset (a gateway at the subnet's end: .254)."""
+        end = _size(subnet.prefix) - 1
+        if subnet.gateway is not None and subnet.gateway - subnet.first >= self.host_offset:
+            end = subnet.gateway - subnet.first
+        return end - self.host_offset
 
 
 def plan(addressing, rails):
@@ -154,13 +159,13 @@ def plan(addressing, rails):
 
 
 def _default_offset(result, gateway_offsets):
-    """host_offset: as given (after every gateway), else one past the highest gateway offset."""
-    highest = max(gateway_offsets) if gateway_offsets else 0
+    """host_offset: as given, else 2 when a gateway is the subnet's first host address, else 1; never
+    a gateway's own offset."""
     if result.host_offset is None:
-        result.host_offset = highest + 1
-    elif result.host_offset <= highest:
-        raise AddressingError("%s.host_offset: %d would give a host a gateway's address (a gateway is at offset %d; "
-                              "hosts start after it)" % (WHERE, result.host_offset, highest))
+        result.host_offset = 2 if 1 in gateway_offsets else 1
+    elif result.host_offset in gateway_offsets:
+        raise AddressingError("%s.host_offset: %d would give the first host a gateway's address (a gateway is at "
+                              "offset %d)" % (WHERE, result.host_offset, result.host_offset))
 
 
 def _carved(result, addressing, gateway_first):
@@ -173,14 +178,14 @@ def _carved(result, addressing, gateway_first):
     if prefix < top:
         raise AddressingError("%s.rail_prefix: /%d is wider than the supernet %s" % (WHERE, prefix, _cidr(first, top)))
     if result.per_su and block > prefix:
-        raise AddressingError("%s.supernet: %s cannot give %d rails a /%d block each holding /%d subnets (the blocks "
-                              "are /%d)" % (WHERE, _cidr(first, top), result.rails, block, prefix, block))
+        raise AddressingError("%s.supernet: %s cannot give %d rails a /%d block each holding /%d subnets"
+                              % (WHERE, _cidr(first, top), result.rails, block, prefix))
     if not result.per_su and result.rails > 1 << (prefix - top):
         raise AddressingError("%s.supernet: %s holds %d subnets of /%d, %d rails need one each"
                               % (WHERE, _cidr(first, top), 1 << (prefix - top), prefix, result.rails))
     if result.per_su and not gateway_first:
         raise AddressingError("%s.gateway: none, but per_su rails are routed (gateway: first)" % WHERE)
-    _default_offset(result, [1] if gateway_first else [])
+    _default_offset(result, {1} if gateway_first else set())
     result.carve = (first, block, prefix, 1 if gateway_first else 0)
     result.route_cidrs = dict((rail, [(first + rail * _size(block), block)]) for rail in range(result.rails))
     _check_fits(result, [result.subnet(0, 0 if result.per_su else None, "-")])
@@ -221,7 +226,7 @@ def _explicit(result, addressing, entries, gateway_first):
     if result.per_su and any(s.gateway is None for s in subnets):
         raise AddressingError("%s: no gateway, but rails with SUs are routed (a gateway per entry, or gateway: first)"
                               % [s.where for s in subnets if s.gateway is None][0])
-    _default_offset(result, sorted(set(s.gateway - s.first for s in subnets if s.gateway is not None)))
+    _default_offset(result, set(s.gateway - s.first for s in subnets if s.gateway is not None))
     if result.per_su:
         for rail in range(result.rails):
             merged = netaddr.cidr_merge([_cidr(s.first, s.prefix) for s in subnets if s.rail == rail])
@@ -269,7 +274,7 @@ def host_index(host, value, key=DEFAULT_KEY):
     """The host's stable index from its host variable: an integer >= 0 (a digit string from INI is fine)."""
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value.strip())
-    if value is None:
+    if value is None or value == "":
         raise AddressingError("host %s: host variable %s is not set (the stable index %s.key names)" % (host, key, WHERE))
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise AddressingError("host %s: host variable %s is %r, not an integer >= 0" % (host, key, value))
@@ -300,10 +305,9 @@ def host_addresses(plan_, host, index, pinned=None):
             out.append((subnet, _check_pin(subnet, host, pins[rail])))
             continue
         if place >= plan_.capacity(subnet):
-            raise AddressingError("host %s (%s %d) rail %d: subnet %s is exhausted: it holds %d hosts (places 0-%d from "
-                                  "host_offset %d), this host is place %d" % (
-                                      host, plan_.key, index, rail, _cidr(subnet.first, subnet.prefix),
-                                      plan_.capacity(subnet), plan_.capacity(subnet) - 1, plan_.host_offset, place))
+            raise AddressingError("host %s (%s %d) rail %d: subnet %s is exhausted: it holds %d hosts from host_offset "
+                                  "%d, this host is place %d" % (host, plan_.key, index, rail, _cidr(subnet.first, subnet.prefix),
+                                                                  plan_.capacity(subnet), plan_.host_offset, place))
         out.append((subnet, subnet.first + plan_.host_offset + place))
     return index, su, out
 
@@ -364,7 +368,7 @@ def validate_fleet(plan_, hosts):
             if other[0] != host:
                 problems.append("host %s rail %d and host %s rail %d have the same address %s"
                                 % (other[0], other[1], host, subnet.rail, dotted(address)))
-            key = (subnet.first, subnet.prefix)
+            key = (subnet.first, subnet.prefix, plan_.capacity(subnet))
             used[key] = used.get(key, 0) + 1
     if problems:
         more = len(problems) - ERRORS_SHOWN
@@ -374,9 +378,9 @@ def validate_fleet(plan_, hosts):
 
 
 def _summary(plan_, hosts, used):
+    """used: {(first, prefix, capacity): hosts}."""
     fullest = None
-    for (first, prefix), count in used.items():
-        capacity = _size(prefix) - plan_.host_offset - 1
+    for (first, prefix, capacity), count in sorted(used.items()):
         if fullest is None or count * fullest["capacity"] > fullest["used"] * capacity:
             fullest = {"subnet": _cidr(first, prefix), "used": count, "capacity": capacity}
     return {"hosts": hosts, "rails": plan_.rails, "addresses": sum(used.values()), "subnets": len(used),

@@ -77,8 +77,9 @@ def _run(runner, argv, what):
 
 def link_items(rail, runner, ip):
     name = rail["interface"]
-    current = _netconf.parse_ip_addr(name, _run(runner, [ip, "-j", "addr", "show", "dev", name], name))
-    current["routes"] = _netconf.parse_ip_routes(name, _run(runner, [ip, "-j", "-4", "route", "show", "dev", name], name))
+    current = _netconf.parse_ip_addr(name, _run(runner, [ip, "-j", "addr", "show", "dev", name], "interface " + name))
+    current["routes"] = _netconf.parse_ip_routes(name, _run(runner, [ip, "-j", "-4", "route", "show", "dev", name],
+                                                          "interface " + name))
     return _netconf.runtime_plan(rail, current, ip=ip)
 
 
@@ -96,7 +97,7 @@ def rdma_port(hw, name):
 
 def qos_items(hw, name, p, runner, warnings):
     qos = p["qos"]
-    current = _qos.parse_mlnx_qos(_run(runner, [p["mlnx_qos"], "-i", name], name))
+    current = _qos.parse_mlnx_qos(_run(runner, [p["mlnx_qos"], "-i", name], "interface " + name))
     items = _qos.mlnx_qos_plan(name, current, qos, program=p["mlnx_qos"])
     rdma = rdma_port(hw, name)
     if rdma is None:
