@@ -98,11 +98,11 @@ class Plan(object):
     def __init__(self, rails, key, per_su, su_size, host_offset):
         self.rails, self.key, self.per_su, self.su_size, self.host_offset = rails, key, per_su, su_size, host_offset
         self.explicit = {}          # (rail, su) -> Subnet, explicit plans
-        self.carve = None           # (supernet first, rail block prefix, rail_prefix, gateway offset), carved plans
+        self.carve = ()             # (supernet first, rail block prefix, rail_prefix, gateway offset), carved plans
         self.route_cidrs = {}       # rail -> [(first, prefix)] when routed
 
     def subnet(self, rail, su, host):
-        if self.carve is None:
+        if not self.carve:
             found = self.explicit.get((rail, su))
             if found is None:
                 raise AddressingError("host %s rail %d: %s.rails has no subnet for SU %s (index // su_size %d)"
@@ -111,9 +111,9 @@ class Plan(object):
         first, block, prefix, gw_offset = self.carve
         su_count = 1 << (prefix - block)
         if su is not None and su >= su_count:
-            raise AddressingError("host %s: SU %d does not fit: %s.supernet gives each rail a /%d, %d SU subnets of /%d "
-                                  "(SUs 0-%d); widen the supernet or lengthen rail_prefix" % (host, su, WHERE, block, su_count,
-                                                                                               prefix, su_count - 1))
+            raise AddressingError(
+                "host %s: SU %d does not fit: %s.supernet gives each rail a /%d, %d SU subnets of /%d (SUs 0-%d); "
+                "widen the supernet or lengthen rail_prefix" % (host, su, WHERE, block, su_count, prefix, su_count - 1))
         start = first + rail * _size(block) + (su or 0) * _size(prefix)
         return Subnet(rail, su, start, prefix, start + gw_offset if gw_offset else None,
                       "%s rail %d subnet %s" % (WHERE, rail, _cidr(start, prefix)))
@@ -195,15 +195,15 @@ def _explicit_entry(result, index, entry, gateway_first):
     where = "%s.rails[%d]" % (WHERE, index)
     first, prefix = parse_subnet(where + ".subnet", entry["subnet"])
     if entry["rail"] >= result.rails:
-        raise AddressingError("%s.rail: %d, but the node has %d rails (0-%d)" % (where, entry["rail"], result.rails,
-                                                                              result.rails - 1))
+        raise AddressingError("%s.rail: %d, but the node has %d rails (0-%d)"
+                              % (where, entry["rail"], result.rails, result.rails - 1))
     gateway = first + 1 if gateway_first else None
     if entry.get("gateway") is not None:
         gateway = parse_address(where + ".gateway", entry["gateway"])
         if not first < gateway < first + _size(prefix) - 1:
             raise AddressingError("%s.gateway: %s is not a host address of %s" % (where, entry["gateway"], entry["subnet"]))
-    return Subnet(entry["rail"], entry.get("su"), first, prefix, gateway, "%s (rail %d subnet %s)" % (where, entry["rail"],
-                                                                                                   entry["subnet"]))
+    label = "%s (rail %d subnet %s)" % (where, entry["rail"], entry["subnet"])
+    return Subnet(entry["rail"], entry.get("su"), first, prefix, gateway, label)
 
 
 def _explicit(result, addressing, entries, gateway_first):
@@ -305,9 +305,10 @@ def host_addresses(plan_, host, index, pinned=None):
             out.append((subnet, _check_pin(subnet, host, pins[rail])))
             continue
         if place >= plan_.capacity(subnet):
-            raise AddressingError("host %s (%s %d) rail %d: subnet %s is exhausted: it holds %d hosts from host_offset "
-                                  "%d, this host is place %d" % (host, plan_.key, index, rail, _cidr(subnet.first, subnet.prefix),
-                                                                  plan_.capacity(subnet), plan_.host_offset, place))
+            raise AddressingError(
+                "host %s (%s %d) rail %d: subnet %s is exhausted: it holds %d hosts from host_offset %d, this host is "
+                "place %d" % (host, plan_.key, index, rail, _cidr(subnet.first, subnet.prefix), plan_.capacity(subnet),
+                              plan_.host_offset, place))
         out.append((subnet, subnet.first + plan_.host_offset + place))
     return index, su, out
 
@@ -372,8 +373,8 @@ def validate_fleet(plan_, hosts):
             used[key] = used.get(key, 0) + 1
     if problems:
         more = len(problems) - ERRORS_SHOWN
-        raise AddressingError("%s: %d problem(s): %s%s" % (WHERE, len(problems), "; ".join(problems[:ERRORS_SHOWN]),
-                                                            " (and %d more)" % more if more > 0 else ""))
+        tail = " (and %d more)" % more if more > 0 else ""
+        raise AddressingError("%s: %d problem(s): %s%s" % (WHERE, len(problems), "; ".join(problems[:ERRORS_SHOWN]), tail))
     return _summary(plan_, len(by_index), used)
 
 

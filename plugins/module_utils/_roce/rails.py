@@ -78,8 +78,8 @@ def _run(runner, argv, what):
 def link_items(rail, runner, ip):
     name = rail["interface"]
     current = _netconf.parse_ip_addr(name, _run(runner, [ip, "-j", "addr", "show", "dev", name], "interface " + name))
-    current["routes"] = _netconf.parse_ip_routes(name, _run(runner, [ip, "-j", "-4", "route", "show", "dev", name],
-                                                          "interface " + name))
+    routes = _run(runner, [ip, "-j", "-4", "route", "show", "dev", name], "interface " + name)
+    current["routes"] = _netconf.parse_ip_routes(name, routes)
     return _netconf.runtime_plan(rail, current, ip=ip)
 
 
