@@ -101,3 +101,11 @@ def test_bad_plan_fails_in_preflight_naming_it(node):
     assert ("host localhost (host_index 300) rail 0: subnet 10.64.0.0/24 is exhausted: it holds 253 hosts from "
             "host_offset 2, this host is place 300") in proc.stdout, proc.stdout[-4000:]
     assert os.listdir(node / "root/etc/network/interfaces.d") == []
+
+
+def test_rail_without_netdev_fails_naming_it(node):
+    profile = dict(PROFILE, nic={"rails": 2})
+    (node / "profile.yml").write_text(yaml.safe_dump(profile))
+    proc = run_role(node, profile)
+    assert proc.returncode != 0
+    assert "roce on localhost: no netdev for rail(s) 1" in proc.stdout, proc.stdout[-4000:]
