@@ -78,6 +78,7 @@ def test_check_run_and_second_run(node):
     proc = run_role(node, PROFILE)
     assert proc.returncode == 0 and recap(proc)["changed"] == "0", proc.stdout[-4000:]
     assert "run time as planned" in proc.stdout
+    assert "roce: 1 rails (ens1f0np0), index 5;" in proc.stdout
 
 
 def test_qos_predicted_in_check_mode(node):
