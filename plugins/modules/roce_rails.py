@@ -174,8 +174,13 @@ def main():
         supports_check_mode=True,
     )
     params = dict(module.params)
-    params["ip"] = module.get_bin_path(params["ip"], required=False) or params["ip"]
-    params["mlnx_qos"] = module.get_bin_path(params["mlnx_qos"], required=False, opt_dirs=["/usr/sbin"]) or params["mlnx_qos"]
+    needed = [("ip", "iproute2", params["rails"] and params["runtime"]),
+              ("mlnx_qos", "MLNX_OFED / DOCA mlnx-tools", params["qos"] is not None and params["runtime"])]
+    for name, source, used in needed:
+        found = module.get_bin_path(params[name], required=False, opt_dirs=["/usr/sbin", "/sbin"])
+        if used and not found:
+            module.fail_json(msg="roce_rails: %s not found (%s): it sets the RoCE interfaces at run time" % (params[name], source))
+        params[name] = found or params[name]
 
     def write(path, text, mode):
         if not os.path.isdir(os.path.dirname(path)):

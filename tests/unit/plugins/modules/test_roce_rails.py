@@ -124,3 +124,10 @@ def test_bad_input_fails_naming_it(adhoc, tmp_path):
     os.remove(root / "etc/network/interfaces")
     rc, res = adhoc("roce_rails", _args(root, hw, bin_), check=True)
     assert rc != 0 and "no netplan" in res["msg"] and "set roce_network_style" in res["msg"]
+
+
+def test_missing_tool_fails_naming_it(adhoc, tmp_path):
+    root, hw, bin_ = _node(tmp_path)
+    rc, res = adhoc("roce_rails", _args(root, hw, bin_, mlnx_qos=str(tmp_path / "nowhere/mlnx_qos")), check=True)
+    assert rc != 0 and res["msg"] == ("roce_rails: %s not found (MLNX_OFED / DOCA mlnx-tools): it sets the RoCE "
+                                      "interfaces at run time" % (tmp_path / "nowhere/mlnx_qos"))
