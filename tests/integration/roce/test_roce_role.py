@@ -14,7 +14,8 @@ import yaml
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 FAKES = os.path.join(REPO, "tests", "unit", "plugins", "modules", "roce_fakes.py")
-PLAYBOOK_BIN = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+# GPUFLEET_ANSIBLE_PLAYBOOK: another ansible-core (the lowest supported: .venv-2.16/bin/ansible-playbook)
+PLAYBOOK_BIN = os.environ.get("GPUFLEET_ANSIBLE_PLAYBOOK") or os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
 PROFILE = {"name": "roce-test", "nic": {"rails": 1}, "ib": {"link_layer": "Ethernet"},
            "roce": {"addressing": {"supernet": "10.64.0.0/16", "rail_prefix": 24}, "mtu": 9000}}
 
