@@ -22,14 +22,15 @@ priority: 1
 """
 
 # `mlnx_qos -i mce0` on a ConnectX (firmware DCBX from the switch), from a public RoCE v2 / NFS over
-# RDMA setup note found with the search tool (pages corpus); trailing blanks kept as printed
+# RDMA setup note found with the search tool (pages corpus); the trailing blanks it prints after the
+# enabled/buffer rows are left out here (the parser splits on whitespace)
 FIRMWARE_DCBX = "DCBX mode: Firmware controlled\nPriority trust state: dscp\ndscp2prio mapping:\n" + "".join(
     "        %s\n" % line for line in DEFAULT_TABLE) + """Receive buffer size (bytes): 130944,130944,0,0,0,0,0,0,max_buffer_size=262016
 Cable len: 7
 PFC configuration:
         priority    0   1   2   3   4   5   6   7
-        enabled     0   0   0   1   0   0   0   0   
-        buffer      0   0   0   1   0   0   0   0   
+        enabled     0   0   0   1   0   0   0   0
+        buffer      0   0   0   1   0   0   0   0
 tc: 0 ratelimit: unlimited, tsa: ets, bw: 50%
          priority:  0
 tc: 3 ratelimit: unlimited, tsa: ets, bw: 50%
