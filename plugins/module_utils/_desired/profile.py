@@ -163,6 +163,39 @@ SCHEMA = {
             "max_percent_used": _opt("int"),
         }),
     }),
+    # RoCE v2 (docs/profile.md "roce"): the Ethernet rails' addressing plan (_roce.addressing), MTU,
+    # RDMA QoS and GID. Applies to the rail NICs when ib.link_layer is Ethernet, or to the netdevs
+    # listed in roce.interfaces (hybrid nodes: InfiniBand rails, Ethernet storage NICs).
+    "roce": _opt("dict", options={
+        "interfaces": _opt("list", elements="str"),
+        "addressing": _opt("dict", options={
+            "supernet": _opt("str"),
+            "rail_prefix": _opt("int"),
+            "per_su": _opt("bool"),
+            "su_size": _opt("int"),
+            "rails": _opt("list", elements="dict", options={
+                "rail": _opt("int", required=True),
+                "subnet": _opt("str", required=True),
+                "su": _opt("int"),
+                "gateway": _opt("str"),
+            }),
+            "key": _opt("str"),
+            "gateway": _opt("str", choices=["first", "none"]),
+            "host_offset": _opt("int"),
+        }),
+        "mtu": _opt("int"),
+        "qos": _opt("dict", options={
+            "trust": _opt("str", choices=["dscp", "pcp"]),
+            "dscp": _opt("int"),
+            "pfc_priority": _opt("int"),
+            "ecn": _opt("bool"),
+            "tos": _opt("int"),
+        }),
+        "gid": _opt("dict", options={
+            "type": _opt("str", choices=["RoCE v2", "IB/RoCE v1"]),
+            "family": _opt("str", choices=["ipv4", "ipv6"]),
+        }),
+    }),
     "probes": _opt("dict", options={
         "nccl": _opt("dict", options={
             "enabled": _opt("bool"),
@@ -188,6 +221,18 @@ SCHEMA = {
             "enabled": _opt("bool"),
         }),
     }),
+}
+
+# Ranges of the roce integers: (minimum, maximum, why). MTU: 1280 (the IPv6 minimum, so a GID of
+# either family works) to 9216 (the largest jumbo frame Ethernet switches carry).
+ROCE_RANGES = {
+    ("roce", "mtu"): (1280, 9216, "an Ethernet MTU"),
+    ("roce", "qos", "dscp"): (0, 63, "a 6-bit DSCP value"),
+    ("roce", "qos", "pfc_priority"): (0, 7, "an 802.1p priority"),
+    ("roce", "qos", "tos"): (0, 255, "an 8-bit IPv4 TOS byte"),
+    ("roce", "addressing", "rail_prefix"): (1, 32, "an IPv4 prefix length"),
+    ("roce", "addressing", "su_size"): (1, 1 << 24, "hosts per SU"),
+    ("roce", "addressing", "host_offset"): (1, 1 << 24, "the first host address's offset in its subnet"),
 }
 
 _SIZE = re.compile(r"^(\d+)\s*([kKmMgG]?)[bB]?$")
@@ -304,10 +349,22 @@ def validate(profile, check_ids=()):
             if check_id not in check_ids:
                 raise ProfileError("profile key require[%d]: unknown check id %r (known: %s)"
                                    % (index, check_id, ", ".join(sorted(check_ids))))
+    _check_ranges(out, ROCE_RANGES)
     for index, param in enumerate(((out["kernel"] or {}).get("cmdline") or {}).get("required") or []):
         if not param.strip() or " " in param.strip():
             raise ProfileError("profile key kernel.cmdline.required[%d]: one parameter per item, got %r" % (index, param))
     return out
+
+
+def _check_ranges(out, ranges):
+    for keys, (low, high, what) in sorted(ranges.items()):
+        value = section(out, *keys)
+        if value is not None and not low <= value <= high:
+            raise ProfileError("profile key %s: %d is not %s (%d to %d)" % (".".join(keys), value, what, low, high))
+    for index, rail in enumerate(section(out, "roce", "addressing", "rails") or []):
+        for key in ("rail", "su"):
+            if rail[key] is not None and rail[key] < 0:
+                raise ProfileError("profile key roce.addressing.rails[%d].%s: %d is negative" % (index, key, rail[key]))
 
 
 def section(profile, *keys):

@@ -16,9 +16,10 @@ ALLOWED = {
     "_os": {"_node"},
     "_devices": {"_node"},
     "_bmc": {"_node"},
-    "_desired": {"_node", "_os", "_bmc", "_devices"},
-    "_gate": {"_node", "_os", "_bmc", "_devices", "_desired"},
-    "_fabric": {"_node"},
+    "_desired": {"_node", "_os", "_bmc", "_devices", "_roce"},
+    "_gate": {"_node", "_os", "_bmc", "_devices", "_desired", "_roce"},
+    "_fabric": {"_node", "_roce"},
+    "_roce": {"_node"},
 }
 
 
