@@ -26,7 +26,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpufleet.provision.plugins.module_utils._desired import profile as _profile
-from ansible_collections.gpufleet.provision.plugins.module_utils._gate.checks import cpu, firmware, gpu, memory, network, packages, probes, storage, system
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate.checks import cpu, firmware, gpu, memory, network, packages, probes, roce, storage, system
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.cmdline import read_grub_sources
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.framework import CheckError, Inputs, NotAsked, Skip
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate import ids as _ids
@@ -34,7 +34,7 @@ from ansible_collections.gpufleet.provision.plugins.module_utils._gate import id
 __all__ = ["CHECKS", "CHECK_IDS", "PROBES", "CheckError", "Inputs", "Skip", "evaluate", "read_grub_sources"]
 
 # Report order: the domains in this order, each in its registration order.
-DOMAINS = (system, memory, cpu, gpu, packages, network, firmware, storage, probes)
+DOMAINS = (system, memory, cpu, gpu, packages, network, roce, firmware, storage, probes)
 CHECKS = tuple(c for domain in DOMAINS for c in domain.CHECKS)
 CHECK_IDS = tuple(c.id for c in CHECKS)
 PROBES = dict((c.id, c.probe) for c in CHECKS if c.probe)
