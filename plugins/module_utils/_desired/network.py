@@ -16,9 +16,12 @@ Ethernet rail checks call the same ones:
 - ``roce_gid``: {type, family}: the GID NCCL must use (default RoCE v2, IPv4), None without roce;
 - ``roce_addressing``: the validated addressing spec {key, rails, per_su, su_size, host_offset,
   routed}, None when the profile plans no addresses;
-- ``roce_host`` (context ``host``, ``index``, optional ``pinned``, ``interfaces``): one host's plan
-  (``_roce.addressing.host_plan``: {index, su, rails: [{rail, interface, address, prefix, cidr,
-  subnet, gateway, routes, mtu}]}).
+- ``roce_host`` (context ``host``, ``index``, optional ``pinned``, ``interfaces``, ``facts``): one
+  host's plan (``_roce.addressing.host_plan``: {index, su, rails: [{rail, interface, address, prefix,
+  cidr, subnet, gateway, routes, mtu}]}); interfaces: given, else ``roce.interfaces``, else the rail
+  NICs' netdevs in the node's facts (``rail_netdevs``);
+- ``roce_fleet`` (context ``hosts``: [{host, index, pinned}]): the whole-fleet check (no index or
+  address twice), None without addressing.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -114,12 +117,44 @@ def roce_addressing(profile, **_context):
             "host_offset": plan.host_offset, "routed": plan.per_su}
 
 
+def rail_netdevs(facts):
+    """The netdev of each rail NIC of a node's facts (``ansible_facts.gpufleet``), in rail order."""
+    nics = [n for n in (facts or {}).get("nics") or [] if n.get("role") == "rail" and n.get("rail") is not None]
+    return [(n.get("netdevs") or [None])[0] for n in sorted(nics, key=lambda n: n["rail"])]
+
+
+def _interfaces(profile, interfaces, facts):
+    if interfaces:
+        return list(interfaces)
+    return roce_interfaces(profile)["names"] or rail_netdevs(facts)
+
+
 @area("roce_host")
-def roce_host(profile, host=None, index=None, pinned=None, interfaces=None, **_context):
+def roce_host(profile, host=None, index=None, pinned=None, interfaces=None, facts=None, **_context):
+    """One host's plan; without roce.addressing the rails carry only their interface and MTU
+    (address, cidr, subnet, gateway None, routes [])."""
+    names = _interfaces(profile, interfaces, facts)
     plan = _plan(profile)
     if plan is None:
-        raise DesiredError("roce_host: the profile has no roce.addressing (nothing to plan)")
+        count = roce_interfaces(profile)["count"]
+        return {"index": None, "su": None, "rails": [
+            {"rail": rail, "interface": names[rail] if rail < len(names) else None, "address": None, "prefix": None,
+             "cidr": None, "subnet": None, "gateway": None, "routes": [], "mtu": roce_mtu(profile)}
+            for rail in range(count)]}
     try:
-        return _addressing.host_plan(plan, host, index, pinned=pinned, interfaces=interfaces, mtu=roce_mtu(profile))
+        return _addressing.host_plan(plan, host, index, pinned=pinned, interfaces=names, mtu=roce_mtu(profile))
+    except _addressing.AddressingError as exc:
+        raise DesiredError(str(exc))
+
+
+@area("roce_fleet")
+def roce_fleet(profile, hosts=None, **_context):
+    """Whole-fleet check of ``hosts`` ([{host, index, pinned}]): the summary of
+    ``_roce.addressing.validate_fleet``; DesiredError listing the problems."""
+    plan = _plan(profile)
+    if plan is None:
+        return None
+    try:
+        return _addressing.validate_fleet(plan, hosts or [])
     except _addressing.AddressingError as exc:
         raise DesiredError(str(exc))

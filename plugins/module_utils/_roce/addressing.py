@@ -20,8 +20,9 @@ Subnets (docs/profile.md "roce"):
   name SUs (the route per rail: its subnets merged, ``netaddr.cidr_merge``).
 
 The host at place p gets ``subnet + host_offset + p``; ``host_offset`` defaults to 2 when the subnet's
-first address is the gateway, else 1. Every refusal (overlap, exhausted subnet, an address outside its
-rail, a gateway in the host range) is an ``AddressingError`` naming the host, rail, subnet and cause.
+first address is the gateway, else 1; a gateway above host_offset (``.254``) ends the host range.
+Every refusal (overlap, exhausted subnet, an address outside its rail, a host_offset on a gateway) is
+an ``AddressingError`` naming the host, rail, subnet and cause.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -97,11 +98,11 @@ class Plan(object):
     def __init__(self, rails, key, per_su, su_size, host_offset):
         self.rails, self.key, self.per_su, self.su_size, self.host_offset = rails, key, per_su, su_size, host_offset
         self.explicit = {}          # (rail, su) -> Subnet, explicit plans
-        self.carve = None           # (supernet first, rail block prefix, rail_prefix, gateway offset), carved plans
+        self.carve = ()             # (supernet first, rail block prefix, rail_prefix, gateway offset), carved plans
         self.route_cidrs = {}       # rail -> [(first, prefix)] when routed
 
     def subnet(self, rail, su, host):
-        if self.carve is None:
+        if not self.carve:
             found = self.explicit.get((rail, su))
             if found is None:
                 raise AddressingError("host %s rail %d: %s.rails has no subnet for SU %s (index // su_size %d)"
@@ -110,9 +111,9 @@ class Plan(object):
         first, block, prefix, gw_offset = self.carve
         su_count = 1 << (prefix - block)
         if su is not None and su >= su_count:
-            raise AddressingError("host %s: SU %d does not fit: %s.supernet gives each rail a /%d, %d SU subnets of /%d "
-                                  "(SUs 0-%d); widen the supernet or lengthen rail_prefix" % (host, su, WHERE, block, su_count,
-                                                                                               prefix, su_count - 1))
+            raise AddressingError(
+                "host %s: SU %d does not fit: %s.supernet gives each rail a /%d, %d SU subnets of /%d (SUs 0-%d); "
+                "widen the supernet or lengthen rail_prefix" % (host, su, WHERE, block, su_count, prefix, su_count - 1))
         start = first + rail * _size(block) + (su or 0) * _size(prefix)
         return Subnet(rail, su, start, prefix, start + gw_offset if gw_offset else None,
                       "%s rail %d subnet %s" % (WHERE, rail, _cidr(start, prefix)))
@@ -124,8 +125,12 @@ class Plan(object):
         return [{"to": _cidr(first, prefix), "via": via} for first, prefix in self.route_cidrs[rail]]
 
     def capacity(self, subnet):
-        """How many hosts fit in a subnet (the broadcast address is never given)."""
-        return _size(subnet.prefix) - self.host_offset - 1
+        """How many hosts fit in a subnet: from host_offset up to the broadcast address, or up to the
+        gateway when the gateway lies above host_offset (a gateway at the subnet's end: .254)."""
+        end = _size(subnet.prefix) - 1
+        if subnet.gateway is not None and subnet.gateway - subnet.first >= self.host_offset:
+            end = subnet.gateway - subnet.first
+        return end - self.host_offset
 
 
 def plan(addressing, rails):
@@ -154,13 +159,13 @@ def plan(addressing, rails):
 
 
 def _default_offset(result, gateway_offsets):
-    """host_offset: as given (after every gateway), else one past the highest gateway offset."""
-    highest = max(gateway_offsets) if gateway_offsets else 0
+    """host_offset: as given, else 2 when a gateway is the subnet's first host address, else 1; never
+    a gateway's own offset."""
     if result.host_offset is None:
-        result.host_offset = highest + 1
-    elif result.host_offset <= highest:
-        raise AddressingError("%s.host_offset: %d would give a host a gateway's address (a gateway is at offset %d; "
-                              "hosts start after it)" % (WHERE, result.host_offset, highest))
+        result.host_offset = 2 if 1 in gateway_offsets else 1
+    elif result.host_offset in gateway_offsets:
+        raise AddressingError("%s.host_offset: %d would give the first host a gateway's address (a gateway is at "
+                              "offset %d)" % (WHERE, result.host_offset, result.host_offset))
 
 
 def _carved(result, addressing, gateway_first):
@@ -168,18 +173,19 @@ def _carved(result, addressing, gateway_first):
         raise AddressingError("%s.rail_prefix: required with supernet (the prefix length of each rail subnet)" % WHERE)
     first, top = parse_subnet(WHERE + ".supernet", addressing["supernet"])
     prefix = addressing["rail_prefix"]
-    block = top + ((result.rails - 1).bit_length() if result.per_su else 0)
+    # a rail's block: its SU subnets when routed; its one subnet when flat
+    block = top + (result.rails - 1).bit_length() if result.per_su else prefix
     if prefix < top:
         raise AddressingError("%s.rail_prefix: /%d is wider than the supernet %s" % (WHERE, prefix, _cidr(first, top)))
     if result.per_su and block > prefix:
-        raise AddressingError("%s.supernet: %s cannot give %d rails a /%d block each holding /%d subnets (the blocks "
-                              "are /%d)" % (WHERE, _cidr(first, top), result.rails, block, prefix, block))
+        raise AddressingError("%s.supernet: %s cannot give %d rails a /%d block each holding /%d subnets"
+                              % (WHERE, _cidr(first, top), result.rails, block, prefix))
     if not result.per_su and result.rails > 1 << (prefix - top):
         raise AddressingError("%s.supernet: %s holds %d subnets of /%d, %d rails need one each"
                               % (WHERE, _cidr(first, top), 1 << (prefix - top), prefix, result.rails))
     if result.per_su and not gateway_first:
         raise AddressingError("%s.gateway: none, but per_su rails are routed (gateway: first)" % WHERE)
-    _default_offset(result, [1] if gateway_first else [])
+    _default_offset(result, {1} if gateway_first else set())
     result.carve = (first, block, prefix, 1 if gateway_first else 0)
     result.route_cidrs = dict((rail, [(first + rail * _size(block), block)]) for rail in range(result.rails))
     _check_fits(result, [result.subnet(0, 0 if result.per_su else None, "-")])
@@ -189,15 +195,15 @@ def _explicit_entry(result, index, entry, gateway_first):
     where = "%s.rails[%d]" % (WHERE, index)
     first, prefix = parse_subnet(where + ".subnet", entry["subnet"])
     if entry["rail"] >= result.rails:
-        raise AddressingError("%s.rail: %d, but the node has %d rails (0-%d)" % (where, entry["rail"], result.rails,
-                                                                              result.rails - 1))
+        raise AddressingError("%s.rail: %d, but the node has %d rails (0-%d)"
+                              % (where, entry["rail"], result.rails, result.rails - 1))
     gateway = first + 1 if gateway_first else None
     if entry.get("gateway") is not None:
         gateway = parse_address(where + ".gateway", entry["gateway"])
         if not first < gateway < first + _size(prefix) - 1:
             raise AddressingError("%s.gateway: %s is not a host address of %s" % (where, entry["gateway"], entry["subnet"]))
-    return Subnet(entry["rail"], entry.get("su"), first, prefix, gateway, "%s (rail %d subnet %s)" % (where, entry["rail"],
-                                                                                                   entry["subnet"]))
+    label = "%s (rail %d subnet %s)" % (where, entry["rail"], entry["subnet"])
+    return Subnet(entry["rail"], entry.get("su"), first, prefix, gateway, label)
 
 
 def _explicit(result, addressing, entries, gateway_first):
@@ -220,7 +226,7 @@ def _explicit(result, addressing, entries, gateway_first):
     if result.per_su and any(s.gateway is None for s in subnets):
         raise AddressingError("%s: no gateway, but rails with SUs are routed (a gateway per entry, or gateway: first)"
                               % [s.where for s in subnets if s.gateway is None][0])
-    _default_offset(result, sorted(set(s.gateway - s.first for s in subnets if s.gateway is not None)))
+    _default_offset(result, set(s.gateway - s.first for s in subnets if s.gateway is not None))
     if result.per_su:
         for rail in range(result.rails):
             merged = netaddr.cidr_merge([_cidr(s.first, s.prefix) for s in subnets if s.rail == rail])
@@ -268,7 +274,7 @@ def host_index(host, value, key=DEFAULT_KEY):
     """The host's stable index from its host variable: an integer >= 0 (a digit string from INI is fine)."""
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value.strip())
-    if value is None:
+    if value is None or value == "":
         raise AddressingError("host %s: host variable %s is not set (the stable index %s.key names)" % (host, key, WHERE))
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise AddressingError("host %s: host variable %s is %r, not an integer >= 0" % (host, key, value))
@@ -299,10 +305,10 @@ def host_addresses(plan_, host, index, pinned=None):
             out.append((subnet, _check_pin(subnet, host, pins[rail])))
             continue
         if place >= plan_.capacity(subnet):
-            raise AddressingError("host %s (%s %d) rail %d: subnet %s is exhausted: it holds %d hosts (places 0-%d from "
-                                  "host_offset %d), this host is place %d" % (
-                                      host, plan_.key, index, rail, _cidr(subnet.first, subnet.prefix),
-                                      plan_.capacity(subnet), plan_.capacity(subnet) - 1, plan_.host_offset, place))
+            raise AddressingError(
+                "host %s (%s %d) rail %d: subnet %s is exhausted: it holds %d hosts from host_offset %d, this host is "
+                "place %d" % (host, plan_.key, index, rail, _cidr(subnet.first, subnet.prefix), plan_.capacity(subnet),
+                              plan_.host_offset, place))
         out.append((subnet, subnet.first + plan_.host_offset + place))
     return index, su, out
 
@@ -363,19 +369,19 @@ def validate_fleet(plan_, hosts):
             if other[0] != host:
                 problems.append("host %s rail %d and host %s rail %d have the same address %s"
                                 % (other[0], other[1], host, subnet.rail, dotted(address)))
-            key = (subnet.first, subnet.prefix)
+            key = (subnet.first, subnet.prefix, plan_.capacity(subnet))
             used[key] = used.get(key, 0) + 1
     if problems:
         more = len(problems) - ERRORS_SHOWN
-        raise AddressingError("%s: %d problem(s): %s%s" % (WHERE, len(problems), "; ".join(problems[:ERRORS_SHOWN]),
-                                                            " (and %d more)" % more if more > 0 else ""))
+        tail = " (and %d more)" % more if more > 0 else ""
+        raise AddressingError("%s: %d problem(s): %s%s" % (WHERE, len(problems), "; ".join(problems[:ERRORS_SHOWN]), tail))
     return _summary(plan_, len(by_index), used)
 
 
 def _summary(plan_, hosts, used):
+    """used: {(first, prefix, capacity): hosts}."""
     fullest = None
-    for (first, prefix), count in used.items():
-        capacity = _size(prefix) - plan_.host_offset - 1
+    for (first, prefix, capacity), count in sorted(used.items()):
         if fullest is None or count * fullest["capacity"] > fullest["used"] * capacity:
             fullest = {"subnet": _cidr(first, prefix), "used": count, "capacity": capacity}
     return {"hosts": hosts, "rails": plan_.rails, "addresses": sum(used.values()), "subnets": len(used),

@@ -98,6 +98,41 @@ def test_addressing_errors_are_desired_errors():
     with pytest.raises(_desired.DesiredError) as exc:
         _desired.derive("roce_host", roce(addressing=ROUTED), host="gpu001", index=None)
     assert "host gpu001: host variable host_index is not set" in str(exc.value)
+
+
+FACTS = {"nics": [  # the node facts' shape (docs/facts.md): rail NICs in PCI order, a storage NIC
+    {"name": "mlx5_1", "role": "rail", "rail": 1, "netdevs": ["ens2f0np0"]},
+    {"name": "mlx5_0", "role": "rail", "rail": 0, "netdevs": ["ens1f0np0"]},
+    {"name": "mlx5_2", "role": "non-rail", "rail": None, "netdevs": ["ens9f0np0"]},
+]}
+
+
+def test_host_plan_without_addressing_carries_interface_and_mtu():
+    profile = _profile.validate({"nic": {"rails": 2}, "ib": {"link_layer": "Ethernet"}, "roce": {"mtu": 4200}})
+    plan = _desired.derive("roce_host", profile, host="gpu001", index=None, facts=FACTS)
+    assert plan == {"index": None, "su": None, "rails": [
+        {"rail": 0, "interface": "ens1f0np0", "address": None, "prefix": None, "cidr": None, "subnet": None,
+         "gateway": None, "routes": [], "mtu": 4200},
+        {"rail": 1, "interface": "ens2f0np0", "address": None, "prefix": None, "cidr": None, "subnet": None,
+         "gateway": None, "routes": [], "mtu": 4200}]}
+
+
+def test_interfaces_given_win_over_profile_and_facts():
+    profile = _profile.validate({"nic": {"rails": 2}, "roce": {"interfaces": ["a0", "a1"],
+                                 "addressing": {"supernet": "10.64.0.0/16", "rail_prefix": 24}}})
+    plan = _desired.derive("roce_host", profile, host="h", index=3, facts=FACTS)
+    assert [r["interface"] for r in plan["rails"]] == ["a0", "a1"]
+    assert [r["cidr"] for r in plan["rails"]] == ["10.64.0.5/24", "10.64.1.5/24"]
+    plan = _desired.derive("roce_host", profile, host="h", index=3, interfaces=["b0", "b1"])
+    assert [r["interface"] for r in plan["rails"]] == ["b0", "b1"]
+
+
+def test_fleet_area():
+    profile = roce(addressing={"supernet": "10.64.0.0/16", "rail_prefix": 19})
+    assert _desired.derive("roce_fleet", profile, hosts=[{"host": "a", "index": 0}, {"host": "b", "index": 1}]) == {
+        "hosts": 2, "rails": 8, "addresses": 16, "subnets": 8,
+        "fullest": {"subnet": "10.64.0.0/19", "used": 2, "capacity": 8189}}
     with pytest.raises(_desired.DesiredError) as exc:
-        _desired.derive("roce_host", roce(), host="gpu001", index=1)
-    assert "roce_host: the profile has no roce.addressing" in str(exc.value)
+        _desired.derive("roce_fleet", profile, hosts=[{"host": "a", "index": 0}, {"host": "b", "index": 0}])
+    assert "hosts a and b have the same host_index 0" in str(exc.value)
+    assert _desired.derive("roce_fleet", roce(), hosts=[]) is None
