@@ -15,11 +15,20 @@ __metaclass__ = type
 from ansible_collections.gpufleet.provision.plugins.module_utils._desired import profile as _profile
 from ansible_collections.gpufleet.provision.plugins.module_utils._desired import registry as _desired
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.framework import CheckError, NotAsked, Skip, outcome, registrar
-from ansible_collections.gpufleet.provision.plugins.module_utils._gate.parsers.mlnx_qos import parse_mlnx_qos
 from ansible_collections.gpufleet.provision.plugins.module_utils._roce import addressing as _addressing
+from ansible_collections.gpufleet.provision.plugins.module_utils._roce import qos as _roce_qos
 
 CHECKS = []
 check = registrar(CHECKS)
+
+
+def parse_qos(text):
+    """``mlnx_qos -i <if>`` through the roce role's own parser (one reading of the tool); a text with
+    neither a trust state nor a PFC table is no mlnx_qos output: ValueError (the check's error)."""
+    qos = _roce_qos.parse_mlnx_qos(text)
+    if qos["trust"] is None and qos["pfc"] is None:
+        raise ValueError("no 'Priority trust state' line and no 'PFC configuration' table")
+    return qos
 
 
 def rail_ports(ctx):
@@ -99,7 +108,7 @@ def _rail_subnets(ctx, count):
         raise NotAsked("not in profile (roce.addressing)")
     try:
         plan = _addressing.plan(spec, count)
-        if plan.carve is None:
+        if not plan.carve:
             return dict((r, [s for (rail, _su), s in sorted(plan.explicit.items(), key=lambda i: (i[0][0], i[0][1] or 0)) if rail == r])
                         for r in range(count))
         sus = range(1 << (plan.carve[2] - plan.carve[1])) if plan.per_su else [None]
@@ -201,7 +210,7 @@ def _qos(ctx):
         if ctx.outputs.get(name) is None:
             unknown.append(ctx.not_collected(name))
             continue
-        qos = ctx.parsed(name, "mlnx_qos -i %s" % netdev, parse_mlnx_qos)
+        qos = ctx.parsed(name, "mlnx_qos -i %s" % netdev, parse_qos)
         pfc_on = None if qos["pfc"] is None else [p for p, on in enumerate(qos["pfc"]) if on]
         observed[netdev] = {"trust": qos["trust"], "pfc": pfc_on, "dscp_prio": qos["dscp2prio"].get(want["dscp"])}
         if qos["trust"] != want["trust"]:

@@ -1,6 +1,7 @@
 """The Ethernet rail checks (roce.*) and the RoCE part of transport.nccl: parsers over real tool
 outputs (cited), and the checks' skip / error paths on the RoCE twin's tree (hgx-h100-roce).
-The one-fault-one-red catalog is tests/unit/fault_catalog."""
+The one-fault-one-red catalog is tests/unit/fault_catalog. mlnx_qos is read by the roce role's parser
+(_roce/qos.py), through the check's wrapper that refuses what is no mlnx_qos output."""
 import copy
 import os
 
@@ -8,7 +9,7 @@ import pytest
 
 from ansible_collections.gpufleet.provision.plugins.module_utils._desired import profile as _profile
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate import gate
-from ansible_collections.gpufleet.provision.plugins.module_utils._gate.parsers.mlnx_qos import parse_mlnx_qos
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate.checks.roce import parse_qos as parse_mlnx_qos
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.parsers.nccl import parse_nccl_debug
 from ansible_collections.gpufleet.provision.plugins.module_utils._node.facts import collect
 
@@ -72,7 +73,7 @@ tpgds-aihub0003:3828982:3830470 [6] NCCL INFO NCCL_IB_TC set by environment to 1
 def test_mlnx_qos_of_ofed5():
     qos = parse_mlnx_qos(MLNX_QOS_OFED5)
     assert qos["trust"] == "dscp"
-    assert qos["pfc"] == [False, False, False, True, False, False, False, False]
+    assert qos["pfc"] == [0, 0, 0, 1, 0, 0, 0, 0]
     assert qos["dscp2prio"][26] == 3 and qos["dscp2prio"][0] == 0 and qos["dscp2prio"][63] == 7 and len(qos["dscp2prio"]) == 64
 
 
