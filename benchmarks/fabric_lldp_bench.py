@@ -75,6 +75,15 @@ print(json.dumps({"analyze": t1 - t0, "render": t2 - t1, "rss_loaded": rss_loade
 """
 
 
+def module_run(args, dest, env):
+    """One run of the module into a fresh ``dest`` -> (cpu s, wall s, peak RSS MiB)."""
+    subprocess.run(["rm", "-rf", dest], check=True)
+    out, cpu, wall, rss = measure([sys.executable, MODULE, args], env)
+    if json.loads(out).get("failed"):
+        raise SystemExit("module failed: %s" % json.loads(out).get("msg"))
+    return cpu, wall, rss
+
+
 def run_size(tmp, nodes, rails, repeat):
     sus = nodes // 32
     base = os.path.join(tmp, str(nodes))
@@ -90,16 +99,8 @@ def run_size(tmp, nodes, rails, repeat):
         json.dump({"ANSIBLE_MODULE_ARGS": {"lldp_dir": lldp_dir, "reports_dir": reports, "dest": dest,
                                            "nccl_ib_tc": 106, "topology_statuses": ["green", "unknown"]}}, handle)
     env = dict(os.environ, PYTHONPATH=BUILD)
-    cpus, walls, rsss = [], [], []
-    for _ in range(repeat):
-        subprocess.run(["rm", "-rf", dest], check=True)
-        out, cpu, wall, rss = measure([sys.executable, MODULE, args], env)
-        result = json.loads(out)
-        if result.get("failed"):
-            raise SystemExit("module failed: %s" % result.get("msg"))
-        cpus.append(cpu)
-        walls.append(wall)
-        rsss.append(rss)
+    runs = [module_run(args, dest, env) for _ in range(repeat)]
+    cpus, walls, rsss = [r[0] for r in runs], [r[1] for r in runs], [r[2] for r in runs]
     inproc = json.loads(measure([sys.executable, "-c", IN_PROCESS, lldp_dir, reports], env)[0])
     with open(os.path.join(dest, "fabric.json")) as handle:
         found = sorted(a["id"] for a in json.load(handle)["anomalies"])

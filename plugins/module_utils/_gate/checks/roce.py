@@ -58,6 +58,11 @@ def rail_ports(ctx):
     return out
 
 
+def _ports_and(ctx, area, keys):
+    """The RoCE interfaces and the desired state of ``area`` (NotAsked when the profile leaves it unset)."""
+    return rail_ports(ctx), ctx.desired(area, keys)
+
+
 def _netdev(ctx, name):
     info = (ctx.facts.get("netdevs") or {}).get(name)
     if info is None:
@@ -90,8 +95,7 @@ def _link(ctx):
        "packets, or dropped at the switch when larger than its MTU",
        "the roce role (netplan/ifupdown with the profile's roce.mtu); at once: ip link set <if> mtu <mtu>")
 def _mtu(ctx):
-    ports = rail_ports(ctx)
-    want = ctx.desired("roce_mtu", "roce.mtu")
+    ports, want = _ports_and(ctx, "roce_mtu", "roce.mtu")
     failures, observed = [], {}
     for _rail, _nic, _port, netdev in ports:
         mtu = ctx.need(_netdev(ctx, netdev).get("mtu"), ["sys/class/net/%s/mtu" % netdev])
@@ -202,8 +206,7 @@ def _gid(ctx):
        "every drop stalls a collective (go-back-N), throughput collapses under load with no error",
        "the roce role (mlnx_qos --trust dscp --pfc 0,0,0,1,0,0,0,0 and the persistent unit); check the leaf's PFC too")
 def _qos(ctx):
-    ports = rail_ports(ctx)
-    want = ctx.desired("roce_qos", "roce.qos")
+    ports, want = _ports_and(ctx, "roce_qos", "roce.qos")
     failures, unknown, observed = [], [], {}
     for _rail, _nic, _port, netdev in ports:
         name = "mlnx_qos_%s" % netdev

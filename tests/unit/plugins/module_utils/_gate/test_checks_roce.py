@@ -1,7 +1,8 @@
 """The Ethernet rail checks (roce.*) and the RoCE part of transport.nccl: parsers over real tool
 outputs (cited), and the checks' skip / error paths on the RoCE twin's tree (hgx-h100-roce).
 The one-fault-one-red catalog is tests/unit/fault_catalog. mlnx_qos is read by the roce role's parser
-(_roce/qos.py), through the check's wrapper that refuses what is no mlnx_qos output."""
+(_roce/qos.py, tested there on real outputs), through the check's wrapper that refuses what is no
+mlnx_qos output; the catalog's mlnx_qos outputs have the layout of a real MLNX_OFED 5 run."""
 import copy
 import os
 
@@ -12,50 +13,6 @@ from ansible_collections.gpufleet.provision.plugins.module_utils._gate import ga
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.checks.roce import parse_qos as parse_mlnx_qos
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.parsers.nccl import parse_nccl_debug
 from ansible_collections.gpufleet.provision.plugins.module_utils._node.facts import collect
-
-# mlnx_qos -i eth4 after `mlnx_qos -i eth4 --pfc 0,0,0,1,0,0,0,0` on MLNX_OFED 5.x: a real run published
-# in att/netarbiter, nvmf/OUTPUTSAMPLE.setup-nic-lossless-layer3.sh.md (tc lines shortened to two).
-MLNX_QOS_OFED5 = """DCBX mode: OS controlled
-Priority trust state: dscp
-dscp2prio mapping:
-        prio:0 dscp:07,06,05,04,03,02,01,00,
-        prio:1 dscp:15,14,13,12,11,10,09,08,
-        prio:2 dscp:23,22,21,20,19,18,17,16,
-        prio:3 dscp:31,30,29,28,27,26,25,24,
-        prio:4 dscp:39,38,37,36,35,34,33,32,
-        prio:5 dscp:47,46,45,44,43,42,41,40,
-        prio:6 dscp:55,54,53,52,51,50,49,48,
-        prio:7 dscp:63,62,61,60,59,58,57,56,
-Cable len: 7
-PFC configuration:
-        priority    0   1   2   3   4   5   6   7
-        enabled     0   0   0   1   0   0   0   0   
-tc: 0 ratelimit: unlimited, tsa: vendor
-         priority:  1
-tc: 1 ratelimit: unlimited, tsa: vendor
-         priority:  0
-"""
-
-# mlnx_qos -i eth2 on MLNX_OFED 4.2, as NVIDIA's community page DOC-2792 (mlnx_qos) prints it:
-# PFC on priorities 0, 2, 6 and 7, unindented table.
-MLNX_QOS_OFED42 = """DCBX mode: OS controlled
-Priority trust state: dscp
-dscp2prio mapping:
-prio:0 dscp:07,06,05,04,03,02,01,00,
-prio:1 dscp:15,14,13,12,11,10,09,08,
-prio:2 dscp:23,22,21,20,19,18,17,16,
-prio:3 dscp:31,30,29,28,27,26,25,24,
-prio:4 dscp:39,38,37,36,35,34,33,32,
-prio:5 dscp:47,46,45,44,43,42,41,40,
-prio:6 dscp:55,54,53,52,51,50,49,48,
-prio:7 dscp:63,62,61,60,59,58,57,56,
-Cable len: 10
-PFC configuration:
-priority 0 1 2 3 4 5 6 7
-enabled 1 0 1 0 0 0 1 1
-
-tc: 0 ratelimit: unlimited, tsa: ets, bw: 10%
-"""
 
 # NCCL 2.27.3 over eight RoCE HCAs (vllm-project/vllm#27521, https://github.com/vllm-project/vllm/pull/27521)
 # and the environment lines of an NCCL RoCE run with NCCL_IB_GID_INDEX=3 NCCL_IB_TC=106 (a public
@@ -68,19 +25,6 @@ os-node-created-f8h54:5020:5020 [5] NCCL INFO Using network IB
 tpgds-aihub0003:3828982:3830470 [6] NCCL INFO NCCL_IB_GID_INDEX set by environment to 3.
 tpgds-aihub0003:3828982:3830470 [6] NCCL INFO NCCL_IB_TC set by environment to 106.
 """
-
-
-def test_mlnx_qos_of_ofed5():
-    qos = parse_mlnx_qos(MLNX_QOS_OFED5)
-    assert qos["trust"] == "dscp"
-    assert qos["pfc"] == [0, 0, 0, 1, 0, 0, 0, 0]
-    assert qos["dscp2prio"][26] == 3 and qos["dscp2prio"][0] == 0 and qos["dscp2prio"][63] == 7 and len(qos["dscp2prio"]) == 64
-
-
-def test_mlnx_qos_of_ofed42():
-    qos = parse_mlnx_qos(MLNX_QOS_OFED42)
-    assert [p for p, on in enumerate(qos["pfc"]) if on] == [0, 2, 6, 7]
-    assert qos["dscp2prio"][46] == 5
 
 
 @pytest.mark.parametrize("text", ["", "Cannot get QoS settings: Operation not supported\n",
