@@ -2,7 +2,7 @@
 # System packages the lab and the real-component tests need. Installs only what is missing
 # (root on a fresh Debian 12 machine); prints what it does.
 set -euo pipefail
-pkgs=(podman runc slirp4netns debootstrap equivs bubblewrap dpkg-dev slurm-wlm git make openssh-client)
+pkgs=(podman runc slirp4netns debootstrap equivs bubblewrap dpkg-dev slurm-wlm git make openssh-client lldpd)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
