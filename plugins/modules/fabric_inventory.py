@@ -88,9 +88,9 @@ options:
     default: []
   nccl_ib_tc:
     description:
-      - The RDMA traffic class of RoCE rails (the TOS byte, the profile's C(roce.qos.tos), for example 106 for
-        DSCP 26 with ECN): written as C(NCCL_IB_TC) for hosts with RoCE rails (LLDP). Their C(NCCL_IB_GID_INDEX)
-        comes from node facts (the index of the RoCE v2 IPv4 GID, when the same on every rail).
+      - The RDMA traffic class of RoCE rails (the TOS byte, the profile's C(roce.qos.tos); 106 is DSCP 26 with ECN),
+        written as C(NCCL_IB_TC) for hosts with RoCE rails (LLDP). Their C(NCCL_IB_GID_INDEX) comes from node facts
+        (the index of the RoCE v2 IPv4 GID, when the same on every rail).
     type: int
   per_node_files:
     description:

@@ -26,7 +26,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpufleet.provision.plugins.module_utils._desired import profile as _profile
-from ansible_collections.gpufleet.provision.plugins.module_utils._gate.checks import cpu, firmware, gpu, memory, network, packages, probes, roce, storage, system
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate.checks import (
+    cpu, firmware, gpu, memory, network, packages, probes, roce, storage, system)
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.cmdline import read_grub_sources
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.framework import CheckError, Inputs, NotAsked, Skip
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate import ids as _ids

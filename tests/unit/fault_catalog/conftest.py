@@ -108,9 +108,9 @@ def nccl(hcas, busbw=482.31, gdr="enabled", link="IB", env=None):
             "gpu001:4242:4242 [0] NCCL INFO Bootstrap : Using %s:10.0.0.1<0>\n" % oob)
     if link == "RoCE":
         head += "NCCL version 2.21.5+cuda12.4\n"
+    devices = " ".join("[%d]%s:1/%s" % (i, h, link) for i, h in enumerate(hcas))
     head += ("gpu001:4242:4242 [0] NCCL INFO NET/IB : Using %s%s OOB %s:10.0.0.1<0>\n"
-             "gpu001:4242:4242 [0] NCCL INFO Using network IB\n" % (" ".join("[%d]%s:1/%s" % (i, h, link) for i, h in enumerate(hcas)),
-                                                                      " ;" if link == "IB" else " [RO];", oob))
+             "gpu001:4242:4242 [0] NCCL INFO Using network IB\n" % (devices, " ;" if link == "IB" else " [RO];", oob))
     head += "".join("gpu001:4242:4250 [0] NCCL INFO %s set by environment to %s.\n" % kv for kv in sorted((env or {}).items()))
     head += "".join("gpu001:4242:4250 [0] NCCL INFO NET/IB : GPU Direct RDMA %s for HCA %d '%s'\n"
                     % ("(nvidia-peermem) enabled" if gdr == "enabled" else "Disabled", i, h) for i, h in enumerate(hcas))

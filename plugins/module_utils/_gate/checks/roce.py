@@ -136,7 +136,7 @@ def _place(address, subnets):
 
 
 def _addressing_value(cidr):
-    address, _, plen = cidr.partition("/")
+    address, _slash, plen = cidr.partition("/")
     a, b, c, d = [int(x) for x in address.split(".")]
     return a << 24 | b << 16 | c << 8 | d, int(plen or 32)
 

@@ -17,14 +17,17 @@ from ansible_collections.gpufleet.provision.plugins.module_utils._node.facts imp
 # NCCL 2.27.3 over eight RoCE HCAs (vllm-project/vllm#27521, https://github.com/vllm-project/vllm/pull/27521)
 # and the environment lines of an NCCL RoCE run with NCCL_IB_GID_INDEX=3 NCCL_IB_TC=106 (a public
 # sglang disaggregation log; the same lines as in NVIDIA/nccl#1131).
-NCCL_ROCE = """os-node-created-f8h54:5020:5020 [5] NCCL INFO NCCL version 2.27.3+cuda12.9
-os-node-created-f8h54:5020:5020 [5] NCCL INFO NCCL_SOCKET_IFNAME set by environment to =ens2f5
-os-node-created-f8h54:5020:5020 [5] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE [1]mlx5_1:1/RoCE [2]mlx5_2:1/RoCE [3]mlx5_3:1/RoCE [4]mlx5_4:1/RoCE [5]mlx5_5:1/RoCE [6]mlx5_6:1/RoCE [7]mlx5_7:1/RoCE [RO]; OOB ens2f5:192.168.42.210<0>
-os-node-created-f8h54:5020:5020 [5] NCCL INFO Initialized NET plugin IB
-os-node-created-f8h54:5020:5020 [5] NCCL INFO Using network IB
-tpgds-aihub0003:3828982:3830470 [6] NCCL INFO NCCL_IB_GID_INDEX set by environment to 3.
-tpgds-aihub0003:3828982:3830470 [6] NCCL INFO NCCL_IB_TC set by environment to 106.
-"""
+NCCL_ROCE = "".join(line + "\n" for line in [
+    'os-node-created-f8h54:5020:5020 [5] NCCL INFO NCCL version 2.27.3+cuda12.9',
+    'os-node-created-f8h54:5020:5020 [5] NCCL INFO NCCL_SOCKET_IFNAME set by environment to =ens2f5',
+    'os-node-created-f8h54:5020:5020 [5] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE [1]mlx5_1:1/RoCE [2]mlx5_2:1/RoCE [3]mlx5_3:1/RoCE'
+    ' [4]mlx5_4:1/RoCE [5]mlx5_5:1/RoCE [6]mlx5_6:1/RoCE [7]mlx5_7:1/RoCE [RO]; OOB ens2f5:192.168.42.210<0>',
+    'os-node-created-f8h54:5020:5020 [5] NCCL INFO Initialized NET plugin IB',
+    'os-node-created-f8h54:5020:5020 [5] NCCL INFO Using network IB',
+    'tpgds-aihub0003:3828982:3830470 [6] NCCL INFO NCCL_IB_GID_INDEX set by environment to 3.',
+    'tpgds-aihub0003:3828982:3830470 [6] NCCL INFO NCCL_IB_TC set by environment to 106.',
+    '',
+])
 
 
 @pytest.mark.parametrize("text", ["", "Cannot get QoS settings: Operation not supported\n",
@@ -118,7 +121,8 @@ def test_routed_rails_in_two_sus_fail(unpacked_tree):
                                                               for k in range(8) for su in (0, 1)]}
     root = unpacked_tree("hgx-h100-roce")
     # rail 7 in SU 1's subnet (10.64.120.0/21), the others in SU 0's: a host split between two leaves
-    for rel, old, new in (("proc/net/route", "ens202np0\t0070400A\t00000000\t0001\t0\t0\t0\t00F0FFFF", "ens202np0\t0078400A\t00000000\t0001\t0\t0\t0\t00F8FFFF"),
+    for rel, old, new in (("proc/net/route", "ens202np0\t0070400A\t00000000\t0001\t0\t0\t0\t00F0FFFF",
+                           "ens202np0\t0078400A\t00000000\t0001\t0\t0\t0\t00F8FFFF"),
                           ("proc/net/fib_trie", "|-- 10.64.112.2\n", "|-- 10.64.120.2\n")):
         path = os.path.join(root, rel)
         with open(path) as handle:

@@ -2,7 +2,6 @@
 (tests/fixtures/trees/hgx-h100-roce, rendered from lab/hw/models/hgx-h100-roce.yml). Expectations
 written by hand from the fixture's state (rail k: 10.64.<16k>.2/20, MTU 9000, 400GbE)."""
 import os
-import shutil
 
 import pytest
 
