@@ -100,14 +100,14 @@ options:
     default: mlnx_qos
 attributes:
   check_mode:
+    description: Reads the node (C(ip -j), C(mlnx_qos -i), sysfs, configfs) and lists what it would write or run, running nothing that changes it.
     support: full
-    description: Reads everything and predicts every file and command; runs nothing that changes the node.
   diff_mode:
+    description: The netplan or ifupdown file and the QoS boot files as they are and as they would be, plus the list of run-time changes.
     support: full
-    description: Files before and after, and one line per run-time setting.
   idempotent:
+    description: On rails already as planned nothing is written or run - C(changed=false).
     support: full
-    description: A configured node gives C(changed=false).
 """
 
 EXAMPLES = r"""
@@ -136,20 +136,21 @@ unit:
   returned: always
   type: str
 reboot_required:
-  description: Always false.
-  returned: always
+  description: False - addresses, MTU, routes and QoS all take effect when set (docs/roles.md, the reboot contract).
   type: bool
-reboot_reasons:
-  description: Always empty.
   returned: always
+reboot_reasons:
+  description: Empty, for the same reason.
   type: list
   elements: str
+  returned: always
 """
 
 import os
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpufleet.provision.plugins.module_utils._os import state as _state
 from ansible_collections.gpufleet.provision.plugins.module_utils._roce import rails as _rails
 
 
@@ -173,18 +174,19 @@ def main():
         supports_check_mode=True,
     )
     params = dict(module.params)
-    params["ip"] = module.get_bin_path(params["ip"], required=False) or params["ip"]
-    params["mlnx_qos"] = module.get_bin_path(params["mlnx_qos"], required=False, opt_dirs=["/usr/sbin"]) or params["mlnx_qos"]
+    needed = [("ip", "iproute2", params["rails"] and params["runtime"]),
+              ("mlnx_qos", "MLNX_OFED / DOCA mlnx-tools", params["qos"] is not None and params["runtime"])]
+    for name, source, used in needed:
+        found = module.get_bin_path(params[name], required=False, opt_dirs=["/usr/sbin", "/sbin"])
+        if used and not found:
+            module.fail_json(msg="roce_rails: %s not found (%s): it sets the RoCE interfaces at run time" % (params[name], source))
+        params[name] = found or params[name]
 
     def write(path, text, mode):
-        folder = os.path.dirname(path)
-        if not os.path.isdir(folder):
-            os.makedirs(folder, 0o755)
-        tmp = path + ".gpufleet-new"
-        with open(tmp, "w") as handle:
-            handle.write(text)
-        module.atomic_move(tmp, path)
-        os.chmod(path, mode)   # atomic_move keeps an existing file's mode
+        if not os.path.isdir(os.path.dirname(path)):
+            os.makedirs(os.path.dirname(path), 0o755)
+        _state.write_file(module, path, text)
+        os.chmod(path, mode)   # the mode the file must have (netplan: 0600; the boot script: 0755)
 
     try:
         result = _rails.converge(params, module.run_command, write, check=module.check_mode)

@@ -32,6 +32,22 @@ ECN_FILES = ("sys/class/net/%s/ecn/roce_np/enable/%d", "sys/class/net/%s/ecn/roc
 RDMA_CM = "sys/kernel/config/rdma_cm"
 CM_PORT = RDMA_CM + "/%s/ports/%s/%s"
 GID_MODES = {"RoCE v2": "RoCE v2", "IB/RoCE v1": "IB/RoCE v1"}
+# Before the network: the rails come up lossless; after configfs and the NIC driver (openibd on MLNX_OFED).
+UNIT_TEXT = """# Managed by gpufleet.provision (roce role)
+[Unit]
+Description=gpufleet: RDMA QoS (trust, PFC, ECN, RoCE TOS) on the RoCE interfaces
+Wants=sys-kernel-config.mount network-pre.target
+After=sys-kernel-config.mount systemd-udev-settle.service openibd.service
+Before=network-pre.target
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/%(script)s
+
+[Install]
+WantedBy=multi-user.target
+"""
 
 
 class QosError(ValueError):
@@ -136,21 +152,4 @@ def boot_files(interfaces, qos, gid_type, hardware_root="/", program="mlnx_qos")
     script += ["    done", "  done", "}"]
     script += ["qos %s" % _sh_quote(name) for name in sorted(interfaces)]
     script += ["exit $status", ""]
-    unit = "\n".join([
-        "# Managed by gpufleet.provision (roce role)",
-        "[Unit]",
-        "Description=gpufleet: RDMA QoS (trust, PFC, ECN, RoCE TOS) on the RoCE interfaces",
-        "Wants=sys-kernel-config.mount network-pre.target",
-        "After=sys-kernel-config.mount systemd-udev-settle.service openibd.service",
-        "Before=network-pre.target",
-        "",
-        "[Service]",
-        "Type=oneshot",
-        "RemainAfterExit=yes",
-        "ExecStart=/%s" % SCRIPT,
-        "",
-        "[Install]",
-        "WantedBy=multi-user.target",
-        "",
-    ])
-    return {SCRIPT: "\n".join(script), UNIT: unit}
+    return {SCRIPT: "\n".join(script), UNIT: UNIT_TEXT % {"script": SCRIPT}}

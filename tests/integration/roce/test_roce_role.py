@@ -3,9 +3,9 @@ replaced by the stateful stand-ins of tests/unit/plugins/modules/roce_fakes.py: 
 and changes nothing, the run configures the rail, the second run is changed=0; an InfiniBand profile
 skips with its reason. (The QoS boot unit is enabled through systemd, which this machine's root is
 not ours to touch: QoS runs in check mode here, and in full in test_roce_rails.py.)"""
+import importlib.util
 import json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -14,11 +14,20 @@ import yaml
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 FAKES = os.path.join(REPO, "tests", "unit", "plugins", "modules", "roce_fakes.py")
-PLAYBOOK_BIN = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+
+# GPUFLEET_ANSIBLE_PLAYBOOK: another ansible-core (the lowest supported: .venv-2.16/bin/ansible-playbook)
+PLAYBOOK_BIN = os.environ.get("GPUFLEET_ANSIBLE_PLAYBOOK") or os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
 PROFILE = {"name": "roce-test", "nic": {"rails": 1}, "ib": {"link_layer": "Ethernet"},
            "roce": {"addressing": {"supernet": "10.64.0.0/16", "rail_prefix": 24}, "mtu": 9000}}
 
 pytestmark = pytest.mark.skipif(not os.path.exists(PLAYBOOK_BIN), reason="ansible-playbook not in this virtualenv")
+
+
+def _fakes():
+    spec = importlib.util.spec_from_file_location("roce_fakes", FAKES)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture
@@ -28,9 +37,7 @@ def node(tmp_path):
     (root / "etc/network/interfaces").write_text("source /etc/network/interfaces.d/*\n")
     (hw / "sys/class/net/ens1f0np0").mkdir(parents=True)
     bin_.mkdir()
-    for name in ("ip", "mlnx_qos"):
-        shutil.copy(FAKES, bin_ / name)
-        os.chmod(bin_ / name, 0o755)
+    _fakes().install(bin_)
     state = {"links": {"ens1f0np0": {"mtu": 1500, "up": True, "addrs": [], "routes": {}}},
              "qos": {"ens1f0np0": {"trust": "pcp", "pfc": [0] * 8, "dscp2prio": {}}}}
     (tmp_path / "state.json").write_text(json.dumps(state))
@@ -57,7 +64,7 @@ def run_role(tmp_path, profile, check=False, host_index=5):
 
 
 def recap(proc):
-    line = [l for l in proc.stdout.splitlines() if l.startswith("localhost") and "ok=" in l][-1]
+    line = [text for text in proc.stdout.splitlines() if text.startswith("localhost") and "ok=" in text][-1]
     return dict(part.split("=") for part in line.split()[2:])
 
 
@@ -78,6 +85,7 @@ def test_check_run_and_second_run(node):
     proc = run_role(node, PROFILE)
     assert proc.returncode == 0 and recap(proc)["changed"] == "0", proc.stdout[-4000:]
     assert "run time as planned" in proc.stdout
+    assert "roce: 1 rails (ens1f0np0), index 5;" in proc.stdout
 
 
 def test_qos_predicted_in_check_mode(node):
@@ -101,3 +109,11 @@ def test_bad_plan_fails_in_preflight_naming_it(node):
     assert ("host localhost (host_index 300) rail 0: subnet 10.64.0.0/24 is exhausted: it holds 253 hosts from "
             "host_offset 2, this host is place 300") in proc.stdout, proc.stdout[-4000:]
     assert os.listdir(node / "root/etc/network/interfaces.d") == []
+
+
+def test_rail_without_netdev_fails_naming_it(node):
+    profile = dict(PROFILE, nic={"rails": 2})
+    (node / "profile.yml").write_text(yaml.safe_dump(profile))
+    proc = run_role(node, profile)
+    assert proc.returncode != 0
+    assert "roce on localhost: no netdev for rail(s) 1" in proc.stdout, proc.stdout[-4000:]

@@ -1,24 +1,23 @@
-#!/usr/bin/env python3
-"""Stateful stand-ins for `ip` and `mlnx_qos` (the name it is called by says which), keeping the
-NIC's state in $ROCE_FAKE_STATE (JSON), so a second run sees what the first one set. Output shapes
-as iproute2 6.1 and mlnx_qos print them (test_netconf.py, test_qos.py)."""
+"""Stateful stand-ins for `ip` and `mlnx_qos`, keeping the NIC's state in $ROCE_FAKE_STATE (JSON),
+so a second run sees what the first one set. Output shapes as iproute2 6.1 and mlnx_qos print them
+(test_netconf.py, test_qos.py). ``install(folder)`` writes the two commands (small sh wrappers that
+run this file with the tool's name first)."""
 import json
 import os
 import sys
 
-STATE = os.environ["ROCE_FAKE_STATE"]
-
 
 def load():
-    with open(STATE) as handle:
+    with open(os.environ["ROCE_FAKE_STATE"]) as handle:
         return json.load(handle)
 
 
 def save(state):
-    with open(STATE, "w") as handle:
+    path = os.environ["ROCE_FAKE_STATE"]
+    with open(path, "w") as handle:
         json.dump(state, handle)
-    with open(STATE + ".log", "a") as handle:
-        handle.write(" ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]) + "\n")
+    with open(path + ".log", "a") as handle:
+        handle.write(" ".join(sys.argv) + "\n")
 
 
 def ip(args):
@@ -82,6 +81,18 @@ def mlnx_qos(args):
     return 0
 
 
+def install(folder):
+    """Write ``ip`` and ``mlnx_qos`` into ``folder``; returns {name: path}."""
+    out = {}
+    for name in ("ip", "mlnx_qos"):
+        path = os.path.join(str(folder), name)
+        with open(path, "w") as handle:
+            handle.write("#!/bin/sh\nexec '%s' '%s' %s \"$@\"\n" % (sys.executable, os.path.abspath(__file__), name))
+        os.chmod(path, 0o755)
+        out[name] = path
+    return out
+
+
 if __name__ == "__main__":
-    name = os.path.basename(sys.argv[0])
-    sys.exit(ip(sys.argv[1:]) if name == "ip" else mlnx_qos(sys.argv[1:]))
+    sys.argv = sys.argv[1:]          # the tool's name first, as the wrapper passes it
+    sys.exit(ip(sys.argv[1:]) if sys.argv[0] == "ip" else mlnx_qos(sys.argv[1:]))

@@ -1,10 +1,19 @@
 """roce_rails through Ansible on a temporary OS root and hardware root, with stateful stand-ins for
 ip and mlnx_qos: check mode predicts exactly, the run does it, the second run changes nothing."""
+import importlib.util
 import json
 import os
-import shutil
 
 FAKES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "roce_fakes.py")
+
+
+def _fakes():
+    spec = importlib.util.spec_from_file_location("roce_fakes", FAKES)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 QOS = {"trust": "dscp", "dscp": 26, "pfc_priority": 3, "ecn": True, "tos": 106, "pfc": "0,0,0,1,0,0,0,0"}
 RAIL = {"rail": 0, "interface": "ens1f0np0", "cidr": "10.64.0.66/26", "mtu": 9000,
         "routes": [{"to": "10.64.0.0/17", "via": "10.64.0.65"}], "address": "10.64.0.66", "prefix": 26,
@@ -29,9 +38,7 @@ def _node(tmp_path, configfs_made=True):
         (ports / "default_roce_tos").write_text("0\n")
         (ports / "default_roce_mode").write_text("IB/RoCE v1\n")
     bin_.mkdir()
-    for name in ("ip", "mlnx_qos"):
-        shutil.copy(FAKES, bin_ / name)
-        os.chmod(bin_ / name, 0o755)
+    _fakes().install(bin_)
     state = {"links": {"ens1f0np0": {"mtu": 1500, "up": False, "addrs": ["192.168.7.20/24"], "routes": {}}},
              "qos": {"ens1f0np0": {"trust": "pcp", "pfc": [0] * 8, "dscp2prio": {}}}}
     (tmp_path / "state.json").write_text(json.dumps(state))
@@ -124,3 +131,10 @@ def test_bad_input_fails_naming_it(adhoc, tmp_path):
     os.remove(root / "etc/network/interfaces")
     rc, res = adhoc("roce_rails", _args(root, hw, bin_), check=True)
     assert rc != 0 and "no netplan" in res["msg"] and "set roce_network_style" in res["msg"]
+
+
+def test_missing_tool_fails_naming_it(adhoc, tmp_path):
+    root, hw, bin_ = _node(tmp_path)
+    rc, res = adhoc("roce_rails", _args(root, hw, bin_, mlnx_qos=str(tmp_path / "nowhere/mlnx_qos")), check=True)
+    assert rc != 0 and res["msg"] == ("roce_rails: %s not found (MLNX_OFED / DOCA mlnx-tools): it sets the RoCE "
+                                      "interfaces at run time" % (tmp_path / "nowhere/mlnx_qos"))

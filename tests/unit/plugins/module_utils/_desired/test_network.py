@@ -1,5 +1,8 @@
 """_desired.network: what the roce role makes and the gate's Ethernet rail checks must expect."""
+import os
+
 import pytest
+import yaml
 
 from ansible_collections.gpufleet.provision.plugins.module_utils._desired import profile as _profile
 from ansible_collections.gpufleet.provision.plugins.module_utils._desired import registry as _desired
@@ -136,3 +139,14 @@ def test_fleet_area():
         _desired.derive("roce_fleet", profile, hosts=[{"host": "a", "index": 0}, {"host": "b", "index": 0}])
     assert "hosts a and b have the same host_index 0" in str(exc.value)
     assert _desired.derive("roce_fleet", roce(), hosts=[]) is None
+
+
+def test_shipped_roce_profile():
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "..", "inventories", "profiles", "hgx-h100-roce.yml")
+    with open(path) as handle:
+        profile = _profile.validate(yaml.safe_load(handle))
+    assert profile["name"] == "hgx-h100-roce" and profile["ib"]["link_layer"] == "Ethernet"
+    assert _desired.derive("roce_qos", profile)["tos"] == 106
+    plan = _desired.derive("roce_host", profile, host="gpu0100", index=100)     # SU 3, place 4
+    assert plan["su"] == 3 and plan["rails"][0]["cidr"] == "10.64.0.198/26"    # 3 * 64 + 2 + 4
+    assert plan["rails"][0]["mtu"] == 9000

@@ -5,18 +5,12 @@ import subprocess
 import pytest
 from ansible_collections.gpufleet.provision.plugins.module_utils._roce import qos as Q
 
+# Both captures below print the default dscp2prio table (DSCP d on priority d // 8, highest first);
+# it is written once here, as they print it, and put back in each with its own indentation.
+DEFAULT_TABLE = ["prio:%d dscp:%s" % (p, "".join("%02d," % d for d in range(8 * p + 7, 8 * p - 1, -1))) for p in range(8)]
+
 # `mlnx_qos -i eth2`, MLNX_OFED 4.2 (NVIDIA/Mellanox community, "mlnx_qos", community.mellanox.com/docs/DOC-2792)
-OFED_42 = """DCBX mode: OS controlled
-Priority trust state: dscp
-dscp2prio mapping:
-prio:0 dscp:07,06,05,04,03,02,01,00,
-prio:1 dscp:15,14,13,12,11,10,09,08,
-prio:2 dscp:23,22,21,20,19,18,17,16,
-prio:3 dscp:31,30,29,28,27,26,25,24,
-prio:4 dscp:39,38,37,36,35,34,33,32,
-prio:5 dscp:47,46,45,44,43,42,41,40,
-prio:6 dscp:55,54,53,52,51,50,49,48,
-prio:7 dscp:63,62,61,60,59,58,57,56,
+OFED_42 = "DCBX mode: OS controlled\nPriority trust state: dscp\ndscp2prio mapping:\n" + "\n".join(DEFAULT_TABLE) + """
 Cable len: 10
 PFC configuration:
 priority 0 1 2 3 4 5 6 7
@@ -28,24 +22,15 @@ priority: 1
 """
 
 # `mlnx_qos -i mce0` on a ConnectX (firmware DCBX from the switch), from a public RoCE v2 / NFS over
-# RDMA setup note found with the search tool (pages corpus); trailing blanks kept as printed
-FIRMWARE_DCBX = """DCBX mode: Firmware controlled
-Priority trust state: dscp
-dscp2prio mapping:
-        prio:0 dscp:07,06,05,04,03,02,01,00,
-        prio:1 dscp:15,14,13,12,11,10,09,08,
-        prio:2 dscp:23,22,21,20,19,18,17,16,
-        prio:3 dscp:31,30,29,28,27,26,25,24,
-        prio:4 dscp:39,38,37,36,35,34,33,32,
-        prio:5 dscp:47,46,45,44,43,42,41,40,
-        prio:6 dscp:55,54,53,52,51,50,49,48,
-        prio:7 dscp:63,62,61,60,59,58,57,56,
-Receive buffer size (bytes): 130944,130944,0,0,0,0,0,0,max_buffer_size=262016
+# RDMA setup note found with the search tool (pages corpus); the trailing blanks it prints after the
+# enabled/buffer rows are left out here (the parser splits on whitespace)
+FIRMWARE_DCBX = "DCBX mode: Firmware controlled\nPriority trust state: dscp\ndscp2prio mapping:\n" + "".join(
+    "        %s\n" % line for line in DEFAULT_TABLE) + """Receive buffer size (bytes): 130944,130944,0,0,0,0,0,0,max_buffer_size=262016
 Cable len: 7
 PFC configuration:
         priority    0   1   2   3   4   5   6   7
-        enabled     0   0   0   1   0   0   0   0   
-        buffer      0   0   0   1   0   0   0   0   
+        enabled     0   0   0   1   0   0   0   0
+        buffer      0   0   0   1   0   0   0   0
 tc: 0 ratelimit: unlimited, tsa: ets, bw: 50%
          priority:  0
 tc: 3 ratelimit: unlimited, tsa: ets, bw: 50%
@@ -66,6 +51,7 @@ QOS = {"trust": "dscp", "dscp": 26, "pfc_priority": 3, "ecn": True, "tos": 106, 
 
 
 def test_parse_real_outputs():
+    assert DEFAULT_TABLE[0] == "prio:0 dscp:07,06,05,04,03,02,01,00," and DEFAULT_TABLE[7] == "prio:7 dscp:63,62,61,60,59,58,57,56,"
     ofed = Q.parse_mlnx_qos(OFED_42)
     assert ofed["dcbx"] == "OS controlled" and ofed["trust"] == "dscp"
     assert ofed["pfc"] == [1, 0, 1, 0, 0, 0, 1, 1]
