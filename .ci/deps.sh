@@ -5,7 +5,9 @@ set -euo pipefail
 pkgs=(podman runc slirp4netns debootstrap equivs bubblewrap dpkg-dev slurm-wlm git make openssh-client
   # guest plan tests (tests/integration/guest): a QEMU guest on a busybox initramfs, libvirt's schemas
   # (virt-xml-validate needs xmllint) and a private libvirtd
-  qemu-system-x86 busybox-static cpio libvirt-daemon-system libvirt-clients libxml2-utils)
+  qemu-system-x86 busybox-static cpio libvirt-daemon-system libvirt-clients libxml2-utils
+  # RoCE fabric test (tests/integration/fabric/test_lldpd.py): real lldpd in network namespaces
+  lldpd)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -54,6 +54,8 @@ def render(model, state, dest):
     _numa(w, topo, hugepages, state.get("hugepages_in_use") or {})
     devices = _pci(w, model, bios, topo, state)
     _infiniband(w, model, devices, state)
+    if model.get("netdev_attrs"):
+        _netdevs(w, devices, state)
     _nvme(w, devices, state)
     _kernel(w, model, bios, kernel, params, cmdline, hugepages, state, devices)
     _nvidia(w, devices, state)
@@ -376,9 +378,121 @@ def _infiniband(w, model, devices, state):
             counters.update(override.get("counters") or {})
             for counter, value in sorted(counters.items()):
                 w.file("%s/counters/%s" % (pdir, counter), str(value))
+            dev.setdefault("port_state", {})[port] = st
         cable = dict(dev.get("cable") or {}, **(cabling.get(name) or {}))
         if cable:
             dev["cable"] = cable
+
+
+def _mac(guid):
+    """The port MAC of an Ethernet-mode ConnectX: NVIDIA/Mellanox's OUI b8:ce:f6, then the low three
+    bytes of the node GUID (stable per twin and NIC)."""
+    raw = guid.replace(":", "")
+    return "b8:ce:f6:" + ":".join(raw[i:i + 2] for i in (10, 12, 14))
+
+
+def _gid(words):
+    """Eight 16-bit words -> the kernel's gids/<i> text (eight groups of four hex digits)."""
+    return ":".join("%04x" % w for w in words)
+
+
+def _link_local_gid(mac):
+    octets = [int(x, 16) for x in mac.split(":")]
+    eui = [octets[0] ^ 0x02, octets[1], octets[2], 0xff, 0xfe, octets[3], octets[4], octets[5]]
+    return _gid([0xfe80, 0, 0, 0] + [eui[i] << 8 | eui[i + 1] for i in range(0, 8, 2)])
+
+
+def _ipv4_gid(address):
+    a, b, c, d = [int(x) for x in address.split("/")[0].split(".")]
+    return _gid([0, 0, 0, 0, 0, 0xffff, a << 8 | b, c << 8 | d])
+
+
+GID_TABLE_SIZE = 16   # real ConnectX ports expose 255 entries; the unused ones read as zeros
+
+
+def _netdev_state(dev, state):
+    """A RoCE port's netdev as the state sets it: {name, ipv4 [a.b.c.d/len], mtu, speed (Mb/s), operstate}."""
+    name = _netdev_name(dev)
+    given = dict((state.get("netdevs") or {}).get(name) or {})
+    up = (dev.get("port_state") or {}).get(1, "ACTIVE") == "ACTIVE"
+    rate = re.match(r"^\s*(\d+)", str(dev.get("rate", "0"))).group(1)
+    return {"name": name, "ipv4": list(given.get("ipv4") or []), "mtu": int(given.get("mtu", dev.get("mtu", 1500))),
+            "speed": int(given.get("speed", int(rate) * 1000 if up else -1)),
+            "operstate": given.get("operstate", "up" if up else "down")}
+
+
+def _netdevs(w, devices, state):
+    """Ethernet ports (model ``netdev_attrs``): the GID table of port 1, the netdev's attributes and
+    the kernel's IPv4 view of it (proc/net/route and proc/net/fib_trie, read by the facts)."""
+    routes, locals_ = [], []
+    for dev in (d for d in devices if d["kind"] == "nic" and d.get("link_layer", "InfiniBand") == "Ethernet"):
+        nd = _netdev_state(dev, state)
+        ibdir = dev["devdir"] + "/infiniband/" + dev["name"]
+        guid = open(os.path.join(w.dest, ibdir, "node_guid")).read().strip()
+        mac = _mac(guid)
+        entries = [(_link_local_gid(mac), "IB/RoCE v1"), (_link_local_gid(mac), "RoCE v2")]
+        for cidr in nd["ipv4"]:
+            entries += [(_ipv4_gid(cidr), "IB/RoCE v1"), (_ipv4_gid(cidr), "RoCE v2")]
+            routes.append((nd["name"], cidr))
+            locals_.append(cidr)
+        pdir = ibdir + "/ports/1"
+        for index in range(GID_TABLE_SIZE):
+            gid, kind = entries[index] if index < len(entries) else (_gid([0] * 8), None)
+            w.file("%s/gids/%d" % (pdir, index), gid)
+            if kind:   # an unused entry's type and ndev cannot be read (EINVAL): absent here
+                w.file("%s/gid_attrs/types/%d" % (pdir, index), kind)
+                w.file("%s/gid_attrs/ndevs/%d" % (pdir, index), nd["name"])
+        ndir = "%s/net/%s" % (dev["devdir"], nd["name"])
+        w.file(ndir + "/mtu", str(nd["mtu"]), mode=0o644)
+        w.file(ndir + "/speed", str(nd["speed"]))
+        w.file(ndir + "/operstate", nd["operstate"])
+        w.file(ndir + "/address", mac)
+        w.link("sys/class/net/" + nd["name"], ndir)
+    w.file("proc/net/route", proc_net_route(routes))
+    w.file("proc/net/fib_trie", proc_net_fib_trie(locals_))
+
+
+def _ip_int(text):
+    a, b, c, d = [int(x) for x in text.split(".")]
+    return a << 24 | b << 16 | c << 8 | d
+
+
+def _ip_text(value):
+    return ".".join(str(value >> s & 255) for s in (24, 16, 8, 0))
+
+
+def _network(cidr):
+    addr, plen = cidr.split("/")
+    mask = (0xffffffff << (32 - int(plen))) & 0xffffffff
+    return _ip_int(addr) & mask, mask, int(plen)
+
+
+def _le_hex(value):
+    """/proc/net/route prints addresses as the host's (little-endian) 32-bit word in hex."""
+    return "%08X" % struct.unpack("<I", struct.pack(">I", value))[0]
+
+
+def proc_net_route(routes):
+    """/proc/net/route with one connected route (proto kernel, scope link) per interface address."""
+    lines = ["Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\t\t"]
+    for name, cidr in routes:
+        net, mask, _plen = _network(cidr)
+        lines.append("%s\t%s\t00000000\t0001\t0\t0\t0\t%s\t0\t0\t0\t\t" % (name, _le_hex(net), _le_hex(mask)))
+    return "\n".join(lines)
+
+
+def proc_net_fib_trie(cidrs):
+    """/proc/net/fib_trie (Main and Local tables, the layout of the kernel's fib_trie_seq_show):
+    per address its connected network (link UNICAST), the address itself (host LOCAL) and the
+    network's broadcast (link BROADCAST)."""
+    body = []
+    for cidr in sorted(cidrs, key=lambda c: _network(c)[0]):
+        net, mask, plen = _network(cidr)
+        body += ["  +-- %s/%d 2 0 2" % (_ip_text(net), plen),
+                 "     |-- %s" % _ip_text(net), "        /%d link UNICAST" % plen,
+                 "     |-- %s" % cidr.split("/")[0], "        /32 host LOCAL",
+                 "     |-- %s" % _ip_text(net | (~mask & 0xffffffff)), "        /32 link BROADCAST"]
+    return "\n".join(["Main:"] + body + ["Local:"] + body)
 
 
 # The error counters of ports/<p>/counters (same names as the gate reads; kept here because the

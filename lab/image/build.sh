@@ -11,8 +11,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 mirror=${GPUFLEET_LAB_MIRROR:-http://deb.debian.org/debian}
 suite=bookworm
 # What a provisioned GPU node needs for Ansible and our roles: python3 (+apt, +debian, +yaml for the
-# renderer), systemd + dbus, openssh-server (the lab reaches twins over SSH on loopback), procps.
-include=systemd,systemd-sysv,dbus,python3,python3-apt,python3-debian,python3-yaml,openssh-server,procps,kmod,ca-certificates,sudo,less
+# renderer), systemd + dbus, openssh-server (the lab reaches twins over SSH on loopback), procps;
+# lldpd (Debian's): the fabric role's collect entry point reads `lldpcli -f json show neighbors` on nodes.
+include=systemd,systemd-sysv,dbus,python3,python3-apt,python3-debian,python3-yaml,openssh-server,procps,kmod,ca-certificates,sudo,less,lldpd
 
 work=$(mktemp -d /var/tmp/gpufleet-twin-rootfs.XXXXXX)
 trap 'rm -rf "$work"' EXIT

@@ -86,6 +86,12 @@ options:
     type: list
     elements: str
     default: []
+  nccl_ib_tc:
+    description:
+      - The RDMA traffic class of RoCE rails (the TOS byte, the profile's C(roce.qos.tos); 106 is DSCP 26 with ECN),
+        written as C(NCCL_IB_TC) for hosts with RoCE rails (LLDP). Their C(NCCL_IB_GID_INDEX) comes from node facts
+        (the index of the RoCE v2 IPv4 GID, when the same on every rail).
+    type: int
   per_node_files:
     description:
       - Also write one label patch per node under C(labels/) and one NCCL file per node under C(nccl/).
@@ -300,7 +306,8 @@ def build(params):
     nodes.update(params["nodes"] or {})
     doc = _fabric.analyze(captures, nodes=nodes, lldp=lldp, plan=plan,
                           suspicious_hostnames=params["suspicious_hostnames"],
-                          non_compute_patterns=params["non_compute_patterns"], accept=params["accept"])
+                          non_compute_patterns=params["non_compute_patterns"], accept=params["accept"],
+                          roce_tc=params["nccl_ib_tc"])
     # The document lives until the process ends and holds no garbage: set its 10^6 objects aside
     # so that the collector does not walk them again while the outputs are written.
     if hasattr(gc, "freeze"):
@@ -361,6 +368,7 @@ def main():
             topology_statuses=dict(type="list", elements="str", choices=["green", "quarantined", "unknown"], default=["green"]),
             block_sizes=dict(type="list", elements="int", default=[]),
             accept=dict(type="list", elements="str", default=[]),
+            nccl_ib_tc=dict(type="int"),
             per_node_files=dict(type="bool", default=False),
             samples=dict(type="int", default=3),
             suspicious_hostnames=dict(type="list", elements="str", default=list(_fabric.DEFAULT_SUSPICIOUS_HOSTNAMES)),

@@ -53,8 +53,10 @@ ansible_facts:
   contains:
     gpufleet:
       description:
-        - The node's state. Keys C(cpu), C(numa), C(gpus), C(nvswitches), C(nics), C(pairs), C(pcie),
+        - The node's state. Keys C(cpu), C(numa), C(gpus), C(nvswitches), C(nics), C(netdevs), C(pairs), C(pcie),
           C(kernel), C(nvidia), C(nvme), C(os), C(mounts), C(problems), C(warnings), C(schema), C(root).
+        - Ethernet (RoCE) ports of C(nics) carry their GID table (C(gids)); C(netdevs) holds the MTU, speed, state
+          and IPv4 addresses of the RDMA NICs' netdevs (docs/facts.md).
       returned: always
       type: dict
       sample:

@@ -55,7 +55,8 @@ options:
       - The read-only commands whose output the checks read, by output name (argv lists), namely
         C(nvidia_smi_q), C(ofed_info), C(modinfo_mlx5_core), C(apt_mark_showhold), C(dnf_versionlock),
         C(kernel_log), C(nvidia_smi_nvlink), and one output per device for names with C({dev}),
-        C(mlxconfig_{dev}) (C(mlxconfig -e -d {dev} q ATS_ENABLED), per rail NIC) and
+        C(mlxconfig_{dev}) (C(mlxconfig -e -d {dev} q ATS_ENABLED), per rail NIC),
+        C(mlnx_qos_{dev}) (C(mlnx_qos -i {dev}), per RoCE rail netdev) and
         C(nvme_smart_{dev}) (C(nvme smart-log -o json /dev/{dev}), per NVMe drive).
       - Omitted, the gate's own table (the validate role's C(validate_commands) default). A name
         absent from the table, or an empty list, runs nothing for it (its checks then have no data).

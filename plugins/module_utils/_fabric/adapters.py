@@ -249,31 +249,69 @@ def _where(ca):
             {"switch": ca["switch"], "port": ca["port"], "guid": ca["guid"], "segment": ca["segment"]})
 
 
+# The keys lldpd (0.9 - 1.0.x) writes in a neighbour entry of ``lldpcli -f json show neighbors [details]``;
+# anything else is not that command's output (another tool's JSON, a hand-edited file).
+LLDP_ENTRY_KEYS = frozenset(("via", "rid", "age", "chassis", "port", "vlan", "ppvid", "pi", "lldp-med",
+                             "unknown-tlvs", "ttl", "name"))
+
+
 def parse_lldp(data, host):
-    """``lldpctl -f json`` of one host -> [{"netdev", "switch", "port"}].
+    """``lldpcli -f json show neighbors`` of one host -> [{"netdev", "switch", "port"}].
 
-    Sample (lldpd 1.0; older versions make ``interface`` a list of one-key dicts)::
+    Sample (lldpd 1.0, its own integration test tests/integration/test_lldpcli.py; older versions
+    make ``interface`` a list of one-key dicts when an interface has several neighbours)::
 
-        {"lldp": {"interface": {"eth2": {"chassis": {"leaf-r0-su1": {"id": {...}}},
-                                          "port": {"id": {"type": "ifname", "value": "Ethernet12"}}}}}}
+        {"lldp": {"interface": {"eth0": {"via": "LLDP", "rid": "1", "age": "0 day, 00:00:01",
+                                          "chassis": {"ns-2.example.com": {"id": {"type": "mac", ...}, ...}},
+                                          "port": {"id": {"type": "mac", "value": "00:00:00:00:00:02"},
+                                                   "descr": "eth1", "ttl": "120"}}}}}
+
+    A table that is not this shape (no ``lldp`` object, an entry without ``chassis`` or ``port``, a
+    field lldpd never writes) is a FabricError naming the host, the interface and the field.
     """
     if not isinstance(data, dict) or not isinstance(data.get("lldp"), dict):
-        raise FabricError("lldp data of %s: expected the JSON object of `lldpctl -f json` with an `lldp` key" % host)
-    interfaces = data["lldp"].get("interface") or {}
+        raise FabricError("lldp data of %s: expected the JSON object of `lldpcli -f json show neighbors` with an `lldp` "
+                          "object, got %s" % (host, _lldp_shape(data)))
+    foreign = sorted(k for k in data["lldp"] if k != "interface") + sorted(k for k in data if k != "lldp")
+    if foreign:
+        raise FabricError("lldp data of %s: unknown field(s) %s (`lldpcli -f json show neighbors` writes lldp.interface only)"
+                          % (host, ", ".join(foreign)))
+    out = []
+    for netdev, entry in _lldp_items(data["lldp"].get("interface") or {}, host):
+        _check_lldp_entry(host, netdev, entry)
+        out.append({"netdev": netdev, "switch": _lldp_chassis(entry.get("chassis")), "port": _lldp_port(entry.get("port"))})
+    return out
+
+
+def _lldp_shape(data):
+    if isinstance(data, dict):
+        return "an object with %s" % (", ".join(sorted(map(str, data))) or "no key")
+    return type(data).__name__
+
+
+def _lldp_items(interfaces, host):
     if isinstance(interfaces, list):
         items = []
         for item in interfaces:
-            if isinstance(item, dict):
-                items.extend(item.items())
-    elif isinstance(interfaces, dict):
-        items = list(interfaces.items())
-    else:
-        raise FabricError("lldp data of %s: `interface` is neither an object nor a list" % host)
-    out = []
-    for netdev, entry in items:
-        if isinstance(entry, dict):
-            out.append({"netdev": netdev, "switch": _lldp_chassis(entry.get("chassis")), "port": _lldp_port(entry.get("port"))})
-    return out
+            if not isinstance(item, dict):
+                raise FabricError("lldp data of %s: an item of lldp.interface is %s, not an object" % (host, type(item).__name__))
+            items.extend(item.items())
+        return items
+    if isinstance(interfaces, dict):
+        return list(interfaces.items())
+    raise FabricError("lldp data of %s: `interface` is neither an object nor a list" % host)
+
+
+def _check_lldp_entry(host, netdev, entry):
+    where = "lldp data of %s: interface %s" % (host, netdev)
+    if not isinstance(entry, dict):
+        raise FabricError("%s: expected an object, got %s" % (where, type(entry).__name__))
+    missing = [k for k in ("chassis", "port") if not isinstance(entry.get(k), dict)]
+    if missing:
+        raise FabricError("%s: no `%s` object (every neighbour has a chassis and a port)" % (where, "` or `".join(missing)))
+    foreign = sorted(k for k in entry if k not in LLDP_ENTRY_KEYS)
+    if foreign:
+        raise FabricError("%s: unknown field(s) %s (not lldpcli's neighbour entry)" % (where, ", ".join(foreign)))
 
 
 def _lldp_chassis(chassis):
@@ -298,28 +336,49 @@ def _lldp_port(port):
 
 
 def add_lldp(m):
-    """Stage 2b: RoCE, LLDP neighbours become NICs on leaf switches named by LLDP."""
+    """Stage 2b: RoCE, LLDP neighbours become NICs on leaf switches named by LLDP.
+
+    With node facts, an LLDP interface is placed by its netdev: a rail NIC's netdev is a rail NIC
+    (with the netdev's speed: a port trained below the fabric's is ``link_degraded``), a storage /
+    front-end NIC's (facts role non-rail) or a netdev of no RDMA NIC (a management port) is kept as
+    another NIC and takes no rail (hybrid nodes: IB rails, Ethernet storage NICs). Without facts
+    every LLDP interface is taken as a rail NIC."""
     for host in sorted(m.lldp):
         neighbours = parse_lldp(m.lldp[host], host)
         facts = (m.nodes.get(host) or {}).get("facts") or {}
-        by_netdev = {}
-        for nic in facts.get("nics") or []:
-            for nd in nic.get("netdevs") or []:
-                by_netdev[nd] = nic
+        by_netdev = _facts_netdevs(facts)
         for nb in neighbours:
             if not nb["switch"]:
                 m.warnings.append("lldp of %s: interface %s has no neighbour chassis name; ignored" % (host, nb["netdev"]))
                 continue
-            nic = by_netdev.get(nb["netdev"]) or {}
+            nic = by_netdev.get(nb["netdev"])
             if nb["switch"] not in m.switches:
                 m.switches[nb["switch"]] = _switch_record(nb["switch"], None, None, None, "roce", None)
-            rec = {"rail": None, "hca": nic.get("name") or nb["netdev"], "device": nic.get("name"),
-                   "guid": normalize_guid(nic.get("node_guid")), "leaf": nb["switch"], "port": nb["port"], "width": None,
-                   "speed": None, "segment": "roce", "rail_from": None,
-                   "facts_rail": nic.get("rail"), "facts_role": nic.get("role"), "netdev": nb["netdev"]}
+            rec = _lldp_nic(nb, nic or {}, facts)
             h = m.hosts.get(host)
             if h is None:
                 h = m.hosts[host] = _host_record()
-            _add_nic(h, rec)
+            if rec["facts_role"] == "rail" or not facts:
+                _add_nic(h, rec)
+            else:   # storage, front-end, management: kept, no rail; their speeds are compared among themselves
+                rec["segment"] = "lldp-other"
+                h["other"].append(rec)
         if neighbours and not any(s["segment"] == "roce" for s in m.sources):
             m.sources.append({"path": "lldp", "segment": "roce", "lines": None, "warnings": 0})
+
+
+def _facts_netdevs(facts):
+    by_netdev = {}
+    for nic in facts.get("nics") or []:
+        for nd in nic.get("netdevs") or []:
+            by_netdev[nd] = nic
+    return by_netdev
+
+
+def _lldp_nic(nb, nic, facts):
+    speed = ((facts.get("netdevs") or {}).get(nb["netdev"]) or {}).get("speed_mbps")
+    role = nic.get("role") if nic else ("other" if facts else None)
+    return {"rail": None, "hca": nic.get("name") or nb["netdev"], "device": nic.get("name"),
+            "guid": normalize_guid(nic.get("node_guid")), "leaf": nb["switch"], "port": nb["port"],
+            "width": 1 if speed else None, "speed": "%gGbE" % (speed / 1000.0) if speed else None, "segment": "roce",
+            "rail_from": None, "facts_rail": nic.get("rail"), "facts_role": role, "netdev": nb["netdev"]}

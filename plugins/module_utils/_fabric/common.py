@@ -52,7 +52,7 @@ class Model(object):
     """
 
     def __init__(self, nodes=None, lldp=None, plan=None, suspicious_hostnames=DEFAULT_SUSPICIOUS_HOSTNAMES,
-                 non_compute_patterns=DEFAULT_NON_COMPUTE_PATTERNS, accept=()):
+                 non_compute_patterns=DEFAULT_NON_COMPUTE_PATTERNS, accept=(), roce_tc=None):
         nodes = nodes or {}
         lldp = lldp or {}
         if not isinstance(nodes, dict):
@@ -69,6 +69,9 @@ class Model(object):
         self.suspicious_hostnames = list(suspicious_hostnames)
         self.suspicious = set(h.lower() for h in suspicious_hostnames)
         self.accept = [str(a) for a in (accept or ())]
+        if roce_tc is not None and (not isinstance(roce_tc, int) or isinstance(roce_tc, bool) or not 0 <= roce_tc <= 255):
+            raise FabricError("roce_tc: the RDMA traffic class (NCCL_IB_TC, the TOS byte) is an integer 0-255, got %r" % (roce_tc,))
+        self.roce_tc = roce_tc
         self.anomalies = []
         self.warnings = []
         self.sources = []
@@ -91,7 +94,16 @@ class Model(object):
 
 
 def link_gbps(width, speed):
-    if width is None or speed not in SPEED_GBPS:
+    """Gb/s of a link: IB ``width`` lanes x ``speed`` (``NDR``...), or an Ethernet port's ``<n>GbE``
+    (LLDP neighbours: the netdev's speed from node facts, width 1)."""
+    if width is None:
+        return None
+    if speed not in SPEED_GBPS:
+        if isinstance(speed, str) and speed.endswith("GbE"):
+            try:
+                return width * float(speed[:-3])
+            except ValueError:
+                return None
         return None
     return width * SPEED_GBPS[speed]
 

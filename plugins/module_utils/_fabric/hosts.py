@@ -178,3 +178,20 @@ def node_facts(m):
         out["numa"] = [{"id": n.get("id"), "cpus": n.get("cpus")} for n in (numa.get("nodes") or []) if isinstance(n, dict)] or None
         out["pairs"] = facts.get("pairs") or None
         out["siblings"] = (facts.get("cpu") or {}).get("siblings") or None
+        if "roce" in out["segments"]:
+            out["roce"] = {"gid_index": roce_gid_index(facts, out["rails"]), "tc": m.roce_tc}
+
+
+def roce_gid_index(facts, rails):
+    """The index of the RoCE v2 IPv4 GID on the host's RoCE rail NICs (node facts), when it is one
+    and the same on every rail (``NCCL_IB_GID_INDEX`` is one value per process); else None."""
+    devices = set(r["device"] for r in rails if r["segment"] == "roce" and r["device"])
+    found, seen = set(), set()
+    for nic in facts.get("nics") or []:
+        if not isinstance(nic, dict) or nic.get("name") not in devices:
+            continue
+        seen.add(nic["name"])
+        for port in (nic.get("ports") or [])[:1]:
+            found.update(g.get("index") for g in port.get("gids") or []
+                         if g.get("type") == "RoCE v2" and g.get("ipv4") and g.get("ndev") in (nic.get("netdevs") or []))
+    return found.pop() if len(found) == 1 and seen == devices and devices else None

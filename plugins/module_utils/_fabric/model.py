@@ -47,7 +47,7 @@ from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.verdict
 
 
 def analyze(captures, nodes=None, lldp=None, plan=None, suspicious_hostnames=DEFAULT_SUSPICIOUS_HOSTNAMES,
-            non_compute_patterns=DEFAULT_NON_COMPUTE_PATTERNS, accept=()):
+            non_compute_patterns=DEFAULT_NON_COMPUTE_PATTERNS, accept=(), roce_tc=None):
     """Build the fabric document.
 
     captures: list of ``ibnetdiscover.parse`` results (one per fabric segment).
@@ -55,6 +55,7 @@ def analyze(captures, nodes=None, lldp=None, plan=None, suspicious_hostnames=DEF
     lldp: {inventory_hostname: <lldpctl -f json object>} or None.
     plan: cabling plan dict (see docs/fabric.md) or None.
     accept: anomaly ids (or shell patterns of ids) the operator accepts: they quarantine no host.
+    roce_tc: the RDMA traffic class of RoCE rails (the profile's roce.qos.tos): NCCL_IB_TC of RoCE hosts.
 
     The model allocates hundreds of thousands of small dicts and no reference cycles; Python's
     cyclic collector would rescan them all again and again (cost growing faster than the fabric),
@@ -63,7 +64,7 @@ def analyze(captures, nodes=None, lldp=None, plan=None, suspicious_hostnames=DEF
     enabled = gc.isenabled()
     gc.disable()
     try:
-        m = Model(nodes, lldp, plan, suspicious_hostnames, non_compute_patterns, accept)
+        m = Model(nodes, lldp, plan, suspicious_hostnames, non_compute_patterns, accept, roce_tc)
         return run(m, captures)
     finally:
         if enabled:

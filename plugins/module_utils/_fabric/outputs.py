@@ -194,7 +194,20 @@ def nccl_env(doc, host):
         return None, why
     lines = ["# NCCL settings for %s from the fabric inventory (rail NICs in rail order)" % host,
              "NCCL_IB_HCA=%s" % value]
+    lines += ["%s=%s" % kv for kv in sorted(roce_env(doc["nodes"][host]).items())]
     return "\n".join(lines) + "\n", None
+
+
+def roce_env(node):
+    """RoCE rails: NCCL_IB_GID_INDEX (the RoCE v2 IPv4 GID's index on every rail, node facts) and
+    NCCL_IB_TC (the profile's RDMA traffic class) where they are known; {} on InfiniBand."""
+    roce = node.get("roce") or {}
+    env = {}
+    if roce.get("gid_index") is not None:
+        env["NCCL_IB_GID_INDEX"] = str(roce["gid_index"])
+    if roce.get("tc") is not None:
+        env["NCCL_IB_TC"] = str(roce["tc"])
+    return env
 
 
 def nccl_ib_hca(doc, host):
@@ -238,7 +251,7 @@ def nccl_all(doc):
         if value is None:
             notes.append(why)
         else:
-            out[host] = {"NCCL_IB_HCA": value}
+            out[host] = dict(roce_env(doc["nodes"][host]), NCCL_IB_HCA=value)
     return out, notes
 
 

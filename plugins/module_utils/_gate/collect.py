@@ -39,6 +39,7 @@ COMMANDS = {
     "kernel_log": ["journalctl", "-k", "-b", "0", "--no-pager", "-q", "-o", "short-monotonic"],
     "nvidia_smi_nvlink": ["nvidia-smi", "nvlink", "-s"],
     "mlxconfig_{dev}": ["mlxconfig", "-e", "-d", "{dev}", "q", "ATS_ENABLED"],
+    "mlnx_qos_{dev}": ["mlnx_qos", "-i", "{dev}"],
     "nvme_smart_{dev}": ["nvme", "smart-log", "-o", "json", "/dev/{dev}"],
 }
 # What a device in an output name may be: a PCI address or a kernel device name, nothing a shell

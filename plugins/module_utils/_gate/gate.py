@@ -27,7 +27,7 @@ __metaclass__ = type
 
 from ansible_collections.gpufleet.provision.plugins.module_utils._desired import profile as _profile
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.checks import (
-    cpu, firmware, gpu, guest, memory, network, packages, probes, storage, system)
+    cpu, firmware, gpu, guest, memory, network, packages, probes, roce, storage, system)
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.cmdline import read_grub_sources
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.framework import CheckError, Inputs, NotAsked, Skip
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate import ids as _ids
@@ -35,7 +35,7 @@ from ansible_collections.gpufleet.provision.plugins.module_utils._gate import id
 __all__ = ["CHECKS", "CHECK_IDS", "PROBES", "CheckError", "Inputs", "Skip", "evaluate", "read_grub_sources"]
 
 # Report order: the domains in this order, each in its registration order.
-DOMAINS = (system, memory, cpu, gpu, packages, network, firmware, storage, guest, probes)
+DOMAINS = (system, memory, cpu, gpu, packages, network, roce, firmware, storage, guest, probes)
 CHECKS = tuple(c for domain in DOMAINS for c in domain.CHECKS)
 CHECK_IDS = tuple(c.id for c in CHECKS)
 PROBES = dict((c.id, c.probe) for c in CHECKS if c.probe)

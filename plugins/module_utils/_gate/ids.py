@@ -19,6 +19,7 @@ CHECK_IDS = (
     "gpu.persistence_mode", "gpu.xid", "gpu.ecc", "gpu.throttle", "gpu.nvlink",
     "packages.held",
     "nic.rails", "ib.ports", "ib.counters", "pcie.acs", "nic.ats", "ofed.version", "ofed.kernel_match",
+    "roce.link", "roce.mtu", "roce.address", "roce.gid", "roce.qos",
     "firmware.nic", "firmware.nvme",
     "storage.mounts", "nvme.health",
     "guest.numa", "guest.siblings", "guest.memory", "guest.devices",

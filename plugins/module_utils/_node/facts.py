@@ -55,6 +55,7 @@ def collect(root="/"):
             sw.pop(key, None)
     gpus = facts["gpus"] or []
     facts["nics"] = _nics(fs)
+    facts["netdevs"] = _netdevs(fs, facts["nics"])
     gpu_info = _add_gpu_models(fs, gpus)
     # A NIC without a PCI location (no device link) cannot be placed: it is no GPU's rail.
     placed = [n for n in facts["nics"] if not n["virtual_function"] and n["pci"] is not None]
@@ -290,6 +291,8 @@ def _nics(fs):
                 "lid": fs.parse(pbase + "/lid", P.parse_int, optional=True),
                 "counters": _port_counters(fs, pbase + "/counters"),
             })
+            if ports[-1]["link_layer"] == "Ethernet":
+                ports[-1]["gids"] = _gid_table(fs, pbase)
         ports.sort(key=lambda p: p["port"])
         nics.append({
             "name": name,
@@ -312,6 +315,63 @@ def _nics(fs):
             "ports": ports,
         })
     return sorted(nics, key=lambda n: P.natural_key(n["name"]))
+
+
+def _gid_table(fs, pbase):
+    """A RoCE port's GID table: [{index, gid, type, ndev, ipv4}] of the entries in use (a GID of
+    zeros is unused: its type and ndev cannot be read, the kernel answers EINVAL); None when the
+    gids folder is absent."""
+    names = fs.entries(pbase + "/gids")
+    if names is None:
+        return None
+    table = []
+    for index in sorted(int(n) for n in names if n.isdigit()):
+        parsed = fs.parse("%s/gids/%d" % (pbase, index), P.parse_gid)
+        if parsed is None or parsed[0] == P.ZERO_GID:
+            continue
+        table.append({
+            "index": index,
+            "gid": parsed[0],
+            "type": fs.read("%s/gid_attrs/types/%d" % (pbase, index)),
+            "ndev": fs.read("%s/gid_attrs/ndevs/%d" % (pbase, index), optional=True),
+            "ipv4": parsed[1],
+        })
+    return table
+
+
+NET = "sys/class/net"
+
+
+def _netdevs(fs, nics):
+    """The netdevs of the RDMA NICs that sys/class/net shows: {name: {nic, mtu, speed_mbps,
+    operstate, address, ipv4}}. ``ipv4`` (``a.b.c.d/len``) comes from the kernel's own tables,
+    proc/net/fib_trie (the host's addresses) placed by proc/net/route (the connected route of each
+    interface): readable under any root, no command; None when those files cannot be read."""
+    present = [(nd, nic["name"]) for nic in nics for nd in nic.get("netdevs") or [] if fs.exists("%s/%s" % (NET, nd))]
+    if not present:
+        return {}
+    by_iface = _ipv4_addresses(fs)
+    out = {}
+    for name, nic in present:
+        base = "%s/%s/" % (NET, name)
+        speed = fs.read(base + "speed", optional=True)   # EINVAL while the link is down
+        out[name] = {
+            "nic": nic,
+            "mtu": fs.parse(base + "mtu", P.parse_int),
+            "speed_mbps": int(speed) if speed and re.match(r"^\d+$", speed) and int(speed) > 0 else None,
+            "operstate": fs.read(base + "operstate"),
+            "address": fs.read(base + "address", optional=True),
+            "ipv4": None if by_iface is None else by_iface.get(name, []),
+        }
+    return out
+
+
+def _ipv4_addresses(fs):
+    routes = fs.parse("proc/net/route", P.parse_proc_net_route)
+    local = fs.parse("proc/net/fib_trie", P.parse_fib_trie_local)
+    if routes is None or local is None:
+        return None
+    return P.ipv4_by_interface(routes, local)
 
 
 def _port_counters(fs, folder):

@@ -319,3 +319,80 @@ def parse_hex_id(text):
 def parse_link_width(text):
     """``16`` -> 16; ``x16`` -> 16 (some kernels)."""
     return int(text.strip().lstrip("x"))
+
+
+def parse_gid(text):
+    """sys/class/infiniband/<dev>/ports/<p>/gids/<i> -> (the GID as the kernel prints it, its IPv4
+    address when it is IPv4-mapped ``::ffff:a.b.c.d``, else None). A GID of zeros is an unused entry:
+    (gid, None) with ``gid`` all zeros (callers drop it)."""
+    words = text.strip().split(":")
+    if len(words) != 8 or not all(re.match(r"^[0-9a-fA-F]{4}$", w) for w in words):
+        raise ValueError("not a GID (eight groups of four hex digits)")
+    values = [int(w, 16) for w in words]
+    ipv4 = None
+    if values[:5] == [0] * 5 and values[5] == 0xFFFF:
+        ipv4 = "%d.%d.%d.%d" % (values[6] >> 8, values[6] & 255, values[7] >> 8, values[7] & 255)
+    return text.strip().lower(), ipv4
+
+
+ZERO_GID = ":".join(["0000"] * 8)
+
+
+def _le_word(text):
+    """/proc/net/route's address fields: the 32-bit word in host (little-endian) order, in hex."""
+    value = int(text, 16)
+    return ((value & 0xFF) << 24) | ((value >> 8 & 0xFF) << 16) | ((value >> 16 & 0xFF) << 8) | (value >> 24)
+
+
+def parse_proc_net_route(text):
+    """/proc/net/route -> the connected routes [(iface, network int, prefix length)]: the lines with
+    no gateway (a route via a gateway names no address of the interface)."""
+    lines = text.splitlines()
+    if not lines or not lines[0].split() or lines[0].split()[0] != "Iface":
+        raise ValueError("no 'Iface Destination Gateway ...' header")
+    out = []
+    for line in lines[1:]:
+        fields = line.split()
+        if len(fields) < 8:
+            continue
+        if int(fields[2], 16) != 0:
+            continue
+        mask = _le_word(fields[7])
+        out.append((fields[0], _le_word(fields[1]), bin(mask).count("1")))
+    return out
+
+
+def parse_fib_trie_local(text):
+    """/proc/net/fib_trie -> the set of the host's own IPv4 addresses (the leaves ``|-- a.b.c.d``
+    with a ``/32 host LOCAL`` entry)."""
+    found, leaf = set(), None
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("|--"):
+            leaf = stripped[3:].strip()
+        elif leaf and re.match(r"^/32 host LOCAL\b", stripped):
+            found.add(leaf)
+    return found
+
+
+def _ipv4_int(text):
+    a, b, c, d = [int(x) for x in text.split(".")]
+    return a << 24 | b << 16 | c << 8 | d
+
+
+def ipv4_by_interface(routes, local):
+    """The host's addresses (fib_trie) placed on interfaces by their connected routes (route):
+    {iface: ["a.b.c.d/len", ...]}. The longest matching route wins; an address no connected route
+    covers (a /32 address, a noprefixroute one) is under the key None."""
+    out = {}
+    for address in sorted(local, key=_ipv4_int):
+        value, best = _ipv4_int(address), None
+        for iface, network, plen in routes:
+            mask = (0xFFFFFFFF << (32 - plen)) & 0xFFFFFFFF if plen else 0
+            if value & mask == network and (best is None or plen > best[1]):
+                best = (iface, plen)
+        if best is None:
+            out.setdefault(None, []).append(address + "/32")
+        elif best[1] > 0:
+            out.setdefault(best[0], []).append("%s/%d" % (address, best[1]))
+    return out

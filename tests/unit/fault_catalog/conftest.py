@@ -121,12 +121,20 @@ def mlxconfig(pci, value="True(1)", next_boot=None):
             "*        ATS_ENABLED                         False(0)        %-15s %s\n" % (pci, value, next_boot or value))
 
 
-def nccl(hcas, busbw=482.31, gdr="enabled"):
-    """NCCL_DEBUG=INFO all_reduce_perf -b 16G -e 16G -g 8, as nccl-tests 2.13 and NCCL 2.21 print it."""
+def nccl(hcas, busbw=482.31, gdr="enabled", link="IB", env=None):
+    """NCCL_DEBUG=INFO all_reduce_perf -b 16G -e 16G -g 8, as nccl-tests 2.13 and NCCL 2.21 print it.
+    ``link="RoCE"``: the HCAs as NCCL lists Ethernet ports (``[0]mlx5_0:1/RoCE ... [RO]; OOB``), the
+    ``NCCL version`` line and one ``<VAR> set by environment to <value>.`` line per ``env`` item (the
+    lines of a public RoCE run: vllm-project/vllm#27521, and the NCCL 2.2x logs of NVIDIA/nccl#1131)."""
+    oob = "ibp25s0" if link == "IB" else "ens21np0"
     head = ("# nThread 1 nGpus 8 minBytes 17179869184 maxBytes 17179869184 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0\n"
-            "gpu001:4242:4242 [0] NCCL INFO Bootstrap : Using ibp25s0:10.0.0.1<0>\n"
-            "gpu001:4242:4242 [0] NCCL INFO NET/IB : Using %s ; OOB ibp25s0:10.0.0.1<0>\n"
-            "gpu001:4242:4242 [0] NCCL INFO Using network IB\n" % " ".join("[%d]%s:1/IB" % (i, h) for i, h in enumerate(hcas)))
+            "gpu001:4242:4242 [0] NCCL INFO Bootstrap : Using %s:10.0.0.1<0>\n" % oob)
+    if link == "RoCE":
+        head += "NCCL version 2.21.5+cuda12.4\n"
+    devices = " ".join("[%d]%s:1/%s" % (i, h, link) for i, h in enumerate(hcas))
+    head += ("gpu001:4242:4242 [0] NCCL INFO NET/IB : Using %s%s OOB %s:10.0.0.1<0>\n"
+             "gpu001:4242:4242 [0] NCCL INFO Using network IB\n" % (devices, " ;" if link == "IB" else " [RO];", oob))
+    head += "".join("gpu001:4242:4250 [0] NCCL INFO %s set by environment to %s.\n" % kv for kv in sorted((env or {}).items()))
     head += "".join("gpu001:4242:4250 [0] NCCL INFO NET/IB : GPU Direct RDMA %s for HCA %d '%s'\n"
                     % ("(nvidia-peermem) enabled" if gdr == "enabled" else "Disabled", i, h) for i, h in enumerate(hcas))
     table = ("#\n#                                                              out-of-place                       in-place\n"
@@ -136,6 +144,33 @@ def nccl(hcas, busbw=482.31, gdr="enabled"):
              "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : %.3f\n#\n"
              % (17179869184 / (busbw * 1e3 / 1.75), busbw / 1.75, busbw, 17179869184 / (busbw * 1e3 / 1.75), busbw / 1.75, busbw, busbw))
     return head + table
+
+
+def mlnx_qos(trust="dscp", pfc=(0, 0, 0, 1, 0, 0, 0, 0)):
+    """``mlnx_qos -i <if>`` as MLNX_OFED 5.x prints it (the layout of a real run, att/netarbiter
+    nvmf/OUTPUTSAMPLE.setup-nic-lossless-layer3.sh.md): trust state, DSCP to priority map, PFC table."""
+    rows = ["DCBX mode: OS controlled", "Priority trust state: %s" % trust, "dscp2prio mapping:"]
+    rows += ["        prio:%d dscp:%s," % (p, ",".join("%02d" % d for d in range(8 * p + 7, 8 * p - 1, -1))) for p in range(8)]
+    rows += ["Cable len: 7", "PFC configuration:", "        priority    0   1   2   3   4   5   6   7",
+             "        enabled     " + "   ".join(str(f) for f in pfc) + "   "]
+    for tc in range(8):
+        rows += ["tc: %d ratelimit: unlimited, tsa: vendor" % tc, "         priority:  %d" % (1 if tc == 0 else 0 if tc == 1 else tc)]
+    return "\n".join(rows) + "\n"
+
+
+ROCE_NCCL_ENV = {"NCCL_IB_GID_INDEX": "3", "NCCL_IB_TC": "106"}
+
+
+def roce_profile():
+    """The reference profile for the RoCE twin (hgx-h100-roce): Ethernet rails, the site's per-rail
+    subnets (rail k: 10.64.<16k>.0/20), MTU 9000, lossless RDMA class on DSCP 26 / priority 3, RoCE v2
+    IPv4 GIDs. The link state of an Ethernet rail is roce.link's (ib.ports keeps link layer and rate)."""
+    profile = reference_profile()
+    profile["ib"] = {"link_layer": "Ethernet", "min_rate_gbps": 400, "scope": "rail"}
+    profile["roce"] = {"addressing": {"rails": [{"rail": k, "subnet": "10.64.%d.0/20" % (16 * k)} for k in range(8)]},
+                       "mtu": 9000, "qos": {"trust": "dscp", "dscp": 26, "pfc_priority": 3, "ecn": True},
+                       "gid": {"type": "RoCE v2", "family": "ipv4"}}
+    return profile
 
 
 def nvlink_status(gpus, inactive=None):
@@ -256,6 +291,11 @@ class Node:
         for nic in rails:
             self.outputs["mlxconfig_%s" % nic["pci"]] = mlxconfig(nic["pci"])
         self.write("etc/default/grub", GRUB)
+        if self.profile.get("roce"):
+            self.outputs["nccl_debug"] = nccl([n["name"] for n in rails], link="RoCE", env=ROCE_NCCL_ENV)
+            for name, info in facts["netdevs"].items():
+                if info["nic"] in [n["name"] for n in rails]:
+                    self.outputs["mlnx_qos_%s" % name] = mlnx_qos()
 
     def host_slot_generation(self, per_gpu):
         """nvidia-smi -q as it reads when GPUs sit behind host ports of another PCIe generation."""
@@ -332,7 +372,7 @@ class Node:
         return dict((c["id"], c["status"]) for c in self.report()["checks"])
 
 
-Node.build = types.SimpleNamespace(mlxconfig=mlxconfig, nccl=nccl, nvlink_status=nvlink_status, smart_log=smart_log,
+Node.build = types.SimpleNamespace(mlxconfig=mlxconfig, nccl=nccl, mlnx_qos=mlnx_qos, nvlink_status=nvlink_status, smart_log=smart_log,
                                    p2p=p2p, gdr=gdr, dcgm_diag=dcgm_diag, nvidia_smi_q=nvidia_smi_q)
 _ACS_BITS = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans")
 
@@ -343,5 +383,5 @@ def tree(unpacked_tree):
     def _make(name="hgx-h100-ref"):
         if not os.path.exists(os.path.join(TREES, name + ".ttar")):
             pytest.skip("fixture tree %s.ttar is absent (tests/fixtures/trees, made by lab/hw/render.py)" % name)
-        return Node(unpacked_tree(name))
+        return Node(unpacked_tree(name), profile=roce_profile() if "roce" in name else None)
     return _make

@@ -170,15 +170,76 @@ FAULTS = [
 SAME_FACT = {"numa.layout": "guest.numa", "nic.rails": "guest.devices"}
 
 
+def _counts(c):
+    """A check result a fault can change: not the Ethernet rail checks an InfiniBand profile does not ask for."""
+    return c["status"] != "pass" and not (c["status"] == "skip" and c["reason"].startswith("not in profile (roce)"))
+
+
+def _rail_link_down(node, nic="mlx5_2", netdev="ens55np0"):
+    # ip link set ens55np0 down: the netdev and its RoCE port go down together.
+    node.write("sys/class/net/%s/operstate" % netdev, "down\n")
+    node.write("sys/class/net/%s/speed" % netdev, "-1\n")
+    node.write("sys/class/infiniband/%s/ports/1/state" % nic, "1: DOWN\n")
+    node.write("sys/class/infiniband/%s/ports/1/phys_state" % nic, "3: Disabled\n")
+
+
+def _rail_address_typo(node):
+    # ens72np0 (rail 3) given 10.65.48.2/20 instead of 10.64.48.2/20: route, fib_trie and the GIDs follow it.
+    node.write("proc/net/route", node.read("proc/net/route").replace("ens72np0\t0030400A", "ens72np0\t0030410A"))
+    node.write("proc/net/fib_trie", node.read("proc/net/fib_trie").replace("|-- 10.64.48.2\n", "|-- 10.65.48.2\n"))
+    for index in (2, 3):
+        rel = "sys/class/infiniband/mlx5_3/ports/1/gids/%d" % index
+        node.write(rel, node.read(rel).replace("ffff:0a40:3002", "ffff:0a41:3002"))
+
+
+def _roce_v1_only(node):
+    # RoCE v2 off on mlx5_6 (its GID cache holds RoCE v1 entries only).
+    for index in (1, 3):
+        node.write("sys/class/infiniband/mlx5_6/ports/1/gid_attrs/types/%d" % index, "IB/RoCE v1\n")
+
+
+# Faults of the Ethernet rail checks, injected into the RoCE twin (hgx-h100-roce, profile roce_profile()).
+ROCE_FAULTS = [
+    ("roce.link", "a rail netdev down", _rail_link_down),
+    ("roce.mtu", "MTU 1500 on a rail", lambda n: n.write("sys/class/net/ens72np0/mtu", "1500\n")),
+    ("roce.address", "a rail address outside its rail's subnet", _rail_address_typo),
+    ("roce.gid", "RoCE v1 GIDs only on one rail", _roce_v1_only),
+    ("roce.qos", "PFC off on the RDMA priority", lambda n: n.outputs.update(mlnx_qos_ens168np0=n.build.mlnx_qos(pfc=(0,) * 8))),
+    ("roce.qos", "the NIC trusts PCP", lambda n: n.outputs.update(mlnx_qos_ens21np0=n.build.mlnx_qos(trust="pcp"))),
+    ("transport.nccl", "NCCL on GID index 0 (link-local RoCE v1)", lambda n: n.outputs.update(nccl_debug=n.build.nccl(
+        ["mlx5_%d" % i for i in (0, 1, 2, 3, 6, 7, 8, 9)], link="RoCE", env={"NCCL_IB_GID_INDEX": "0", "NCCL_IB_TC": "106"}))),
+    ("transport.nccl", "NCCL_IB_TC unset: RDMA in the lossy class", lambda n: n.outputs.update(nccl_debug=n.build.nccl(
+        ["mlx5_%d" % i for i in (0, 1, 2, 3, 6, 7, 8, 9)], link="RoCE", env={"NCCL_IB_GID_INDEX": "3"}))),
+]
+
+
 def test_catalog_has_a_fault_for_every_check_id():
-    assert set(f[0] for f in FAULTS) == set(gate.CHECK_IDS)
+    assert set(f[0] for f in FAULTS + ROCE_FAULTS) == set(gate.CHECK_IDS)
 
 
 def test_reference_tree_passes_every_check(tree):
     node = tree("hgx-h100-ref")
     report = node.report()
     assert report["status"] == "pass"
+    # the Ethernet rail checks are not asked for by an InfiniBand profile
+    assert [(c["id"], c["status"], c["reason"]) for c in report["checks"] if c["status"] != "pass"] == [
+        (i, "skip", "not in profile (roce): no roce section in the profile (InfiniBand rails)") for i in gate.CHECK_IDS if i.startswith("roce.")]
+
+
+def test_roce_twin_passes_every_check(tree):
+    node = tree("hgx-h100-roce")
+    report = node.report()
     assert [(c["id"], c["status"], c["reason"]) for c in report["checks"] if c["status"] != "pass"] == []
+
+
+@pytest.mark.parametrize("check_id,fault,inject", ROCE_FAULTS, ids=["%s: %s" % (f[0], f[1]) for f in ROCE_FAULTS])
+def test_one_roce_fault_turns_exactly_its_check_red(tree, check_id, fault, inject):
+    node = tree("hgx-h100-roce")
+    inject(node)
+    report = node.report()
+    changed = dict((c["id"], (c["status"], c["reason"])) for c in report["checks"] if c["status"] != "pass")
+    assert list(changed) == [check_id], changed
+    assert changed[check_id][0] == "fail"
 
 
 @pytest.mark.parametrize("check_id,fault,inject", FAULTS, ids=["%s: %s" % (f[0], f[1]) for f in FAULTS])
@@ -186,7 +247,7 @@ def test_one_fault_turns_exactly_its_check_red(tree, check_id, fault, inject):
     node = tree("hgx-h100-ref")
     inject(node)
     report = node.report()
-    changed = dict((c["id"], (c["status"], c["reason"])) for c in report["checks"] if c["status"] != "pass")
+    changed = dict((c["id"], (c["status"], c["reason"])) for c in report["checks"] if _counts(c))
     red = [check_id] + [SAME_FACT[check_id]] if check_id in SAME_FACT else [check_id]
     assert list(changed) == red, changed
     assert set(status for status, _reason in changed.values()) == {"fail"}
@@ -200,7 +261,7 @@ def test_dirty_tree_fails_the_checks_its_faults_imply(tree):
     node = tree("hgx-h100-dirty")
     node.write("etc/default/grub", 'GRUB_DEFAULT=0\nGRUB_CMDLINE_LINUX_DEFAULT="quiet splash"\nGRUB_CMDLINE_LINUX=""\n')
     got = node.statuses()
-    red = sorted(k for k, v in got.items() if v != "pass")
+    red = sorted(k for k, v in got.items() if v != "pass" and not k.startswith("roce."))
     assert red == sorted(["kernel.cmdline", "kernel.grub_sources", "memory.hugepages", "memory.thp", "memory.numa_balancing",
                           "cpu.smt", "cpu.governor", "iommu.enabled", "numa.layout",
                           "guest.numa", "guest.siblings", "guest.memory", "guest.devices"])
@@ -216,7 +277,7 @@ def test_truncated_bridge_config_is_an_error_naming_the_path(tree):
     with open(node.path(rel), "wb") as handle:
         handle.write(data[:64])      # what an unprivileged read of config returns
     report = node.report()
-    bad = dict((c["id"], c) for c in report["checks"] if c["status"] != "pass")
+    bad = dict((c["id"], c) for c in report["checks"] if _counts(c))
     assert list(bad) == ["pcie.acs"]
     assert bad["pcie.acs"]["status"] == "error"
     assert rel in bad["pcie.acs"]["reason"]
@@ -230,7 +291,7 @@ def test_truncated_bridge_config_is_an_error_naming_the_path(tree):
 def test_garbage_in_a_sysfs_file_is_an_error_for_that_check_only(tree, rel, text, check_id):
     node = tree("hgx-h100-ref")
     node.write(rel, text)
-    bad = dict((c["id"], c) for c in node.report()["checks"] if c["status"] != "pass")
+    bad = dict((c["id"], c) for c in node.report()["checks"] if _counts(c))
     assert list(bad) == [check_id]
     assert bad[check_id]["status"] == "error" and rel in bad[check_id]["reason"]
 

@@ -7,11 +7,13 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpufleet.provision.plugins.module_utils._desired import profile as _profile
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.framework import CheckError, NotAsked, Skip, outcome, probe_settings, registrar
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.parsers.bandwidth import (
     parse_h2d, parse_ib_write_bw, parse_nccl_tests, parse_p2p)
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.parsers.dcgm import parse_dcgm_diag
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.parsers.nccl import parse_nccl_debug
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate.checks import roce
 
 
 def _median(values):
@@ -46,8 +48,50 @@ def _nccl(ctx):
         off = sorted(h for h, on in parsed["gdr"].items() if not on)
         if off:
             failures.append("GPU Direct RDMA disabled for %s" % ", ".join(off))
-    return outcome(failures, [], observed, {"transport": expected, "min_hcas": probe.get("min_hcas"),
-                                            "gdr": expected == "IB" and probe.get("gdr") is not False})
+    wanted = {"transport": expected, "min_hcas": probe.get("min_hcas"), "gdr": expected == "IB" and probe.get("gdr") is not False}
+    if expected == "IB" and _profile.section(ctx.profile, "roce") is not None:
+        wanted.update(_nccl_roce(ctx, parsed, failures, observed))
+    return outcome(failures, [], observed, wanted)
+
+
+# NCCL picks the GID itself (RoCE v2, IPv4: NCCL_IB_ROCE_VERSION_NUM / NCCL_IB_ADDR_FAMILY) from 2.21 on;
+# before, an unset NCCL_IB_GID_INDEX means GID 0: the link-local RoCE v1 GID.
+NCCL_GID_AUTO = (2, 21)
+
+
+def _nccl_roce(ctx, parsed, failures, observed):
+    """RoCE rails: every HCA NCCL uses is RoCE, on the planned GID index (the index of the wanted
+    GID on the rails, roce.gid) and the RDMA traffic class (roce.qos tos); what it expects."""
+    gid_index = _roce_gid_index(ctx)
+    tos = (ctx.desired("roce_qos", "roce.qos") if _profile.section(ctx.profile, "roce", "qos") is not None else {}).get("tos")
+    observed.update(links=parsed["links"], env=dict((k, v) for k, v in parsed["env"].items() if k.startswith("NCCL_IB_")),
+                    version=parsed["version"])
+    not_roce = sorted(h for h, link in parsed["links"].items() if link != "RoCE")
+    if not_roce:
+        failures.append("HCAs not on RoCE: %s" % ", ".join(not_roce))
+    env_gid = parsed["env"].get("NCCL_IB_GID_INDEX")
+    version = tuple(int(x) for x in parsed["version"].split(".")[:2]) if parsed["version"] else None
+    if env_gid is None and (version is None or version < NCCL_GID_AUTO):
+        failures.append("no NCCL_IB_GID_INDEX and NCCL %s picks GID 0 (link-local RoCE v1); the rails' GID is %s"
+                        % (parsed["version"] or "of unknown version (no 'NCCL version' line)", gid_index))
+    elif env_gid is not None and gid_index is not None and env_gid != str(gid_index):
+        failures.append("NCCL_IB_GID_INDEX %s, the rails' %s GID is at index %s" % (env_gid, "RoCE v2", gid_index))
+    env_tc = parsed["env"].get("NCCL_IB_TC")
+    if tos is not None and env_tc != str(tos):
+        failures.append("NCCL_IB_TC %s, the RDMA traffic class is %d (roce.qos.tos)" % (env_tc or "unset (0)", tos))
+    return {"links": "RoCE", "gid_index": gid_index, "tc": tos}
+
+
+def _roce_gid_index(ctx):
+    """The one index of the wanted GID on every rail, or None when the facts do not give one."""
+    try:
+        gid = ctx.desired("roce_gid", "roce.gid")
+        found = set()
+        for _rail, _nic, port, netdev in roce.rail_ports(ctx):
+            found.update(e["index"] for e in roce.wanted_gid(ctx, port, netdev, gid))
+    except Skip:
+        return None
+    return found.pop() if len(found) == 1 else None
 
 
 @check("nccl.allreduce_bandwidth", "NCCL all-reduce bus bandwidth below the platform's reference (a slow NVLink, "

@@ -188,6 +188,8 @@ HEALTH = {"nvidia.peermem", "gpu.persistence_mode", "gpu.xid", "gpu.ecc", "gpu.t
           "nvme.health", "nccl.allreduce_bandwidth", "gpu.p2p_bandwidth", "ib.gdr_bandwidth", "gpu.dcgm_diag"}
 # The guest checks read a guest plan's section (profile key guest): tests in test_checks_guest.py.
 GUEST = {"guest.numa", "guest.siblings", "guest.memory", "guest.devices"}
+# The Ethernet rail checks (issue 25) are not asked for by an InfiniBand profile: catalog and test_checks_roce.py.
+HEALTH |= set(c for c in gate.CHECK_IDS if c.startswith("roce."))
 
 
 def test_good_sample_node_is_green_and_every_check_has_an_outcome():
@@ -440,7 +442,8 @@ def test_parsers_on_captured_output_shapes():
     assert ofed.parse_mlxconfig(mlxconfig("0000:19:00.0", "False(0)"), "ATS_ENABLED") == {"current": False, "next_boot": False}
     with pytest.raises(ValueError):
         ofed.parse_mlxconfig("-E- Failed to open device\n", "ATS_ENABLED")
-    assert nccl.parse_nccl_debug(NCCL_IB) == {"transports": {"IB"}, "hcas": ["mlx5_%d" % i for i in range(8)], "gdr": {}}
+    assert nccl.parse_nccl_debug(NCCL_IB) == {"transports": {"IB"}, "hcas": ["mlx5_%d" % i for i in range(8)], "gdr": {},
+                                              "links": dict(("mlx5_%d" % i, "IB") for i in range(8)), "env": {}, "version": None}
     assert nccl.parse_nccl_debug(NCCL_SOCKET)["transports"] == {"Socket"}
     assert bandwidth.parse_h2d("GPU 0: 48.9 GB/s\nGPU 0: 49.1 GB/s\nGPU 1: 29.0 GB/s\n") == {"0": [48.9, 49.1], "1": [29.0]}
     assert bandwidth.parse_h2d(H2D)["7"] == [48.92]
