@@ -56,10 +56,15 @@ class Namespaces:
             _sh("ip", "-n", ns, "link", "set", tmp, "name", name)
             _sh("ip", "-n", ns, "link", "set", name, "up")
 
-    def lldpd(self, ns, hostname, *options):
+    def lldpd(self, ns, hostname, *options, **kw):
+        """Start lldpd in ``ns``; ``config``: lldpcli commands it applies before its first frame (lldpd
+        stays paused until lldpcli has read the -O file)."""
         sock = os.path.join(self.tmp, ns + ".sock")
+        conf = os.path.join(self.tmp, ns + ".conf")
+        with open(conf, "w") as handle:
+            handle.write("".join(line + "\n" for line in kw.get("config", ())))
         proc = subprocess.Popen(["ip", "netns", "exec", ns, "unshare", "--uts", "sh", "-c",
-                                 'hostname "$0" && exec lldpd -d -u "$1" -O /dev/null ' + " ".join(options), hostname, sock],
+                                 'hostname "$0" && exec lldpd -d -u "$1" -O "$2" ' + " ".join(options), hostname, sock, conf],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.daemons.append(proc)
         return sock
@@ -109,12 +114,14 @@ def two_rail_node():
         for rail in (0, 1):
             leaf = ns.add("leaf%d" % rail)
             ns.cable(node, "ens%dnp0" % rail, leaf, "swp7")
-            sock = ns.lldpd(leaf, "leaf-r%d-su1" % rail, "-I", "swp7")
-            for setting in (("tx-interval", "1"), ("portidsubtype", "ifname")):
-                ns.lldpcli(leaf, sock, "configure", "lldp", *setting)
             leaves.append(leaf)
+        # The receiver first, and each leaf configured before its first frame: a loaded machine could
+        # otherwise let the first frames (sent at start, port id by MAC) be the only ones in the wait.
         sock = ns.lldpd(node, "gpu001", "-r", "-I", "ens0np0,ens1np0")
-        yield _until(ns, node, sock, 2)
+        for rail, leaf in enumerate(leaves):
+            ns.lldpd(leaf, "leaf-r%d-su1" % rail, "-I", "swp7",
+                     config=("configure lldp tx-interval 1", "configure lldp portidsubtype ifname"))
+        yield _until(ns, node, sock, 2, seconds=90)
     finally:
         ns.close()
 
