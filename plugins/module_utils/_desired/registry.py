@@ -10,6 +10,7 @@ its part of the washing machine and registers itself with ``@area("name")``:
 - ``_desired.system``: BIOS, kernel, kernel command line, tuning (hugepages, THP, NUMA balancing, governor)
 - ``_desired.drivers``: NVIDIA driver, fabric manager, OFED, held packages
 - ``_desired.devices``: PCIe ACS/ATS, storage, firmware
+- ``_desired.image``: what a golden image of the profile holds (and its hash)
 """
 
 from __future__ import absolute_import, division, print_function
@@ -43,4 +44,4 @@ def derive(name, profile, **context):
 
 def _load():
     # Imported here, not at the top: each submodule imports this one for @area.
-    from ansible_collections.gpufleet.provision.plugins.module_utils._desired import system, drivers, devices  # noqa: F401  pylint: disable=unused-import
+    from ansible_collections.gpufleet.provision.plugins.module_utils._desired import system, drivers, devices, image  # noqa: F401  pylint: disable=unused-import

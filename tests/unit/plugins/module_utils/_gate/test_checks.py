@@ -188,6 +188,8 @@ HEALTH = {"nvidia.peermem", "gpu.persistence_mode", "gpu.xid", "gpu.ecc", "gpu.t
           "nvme.health", "nccl.allreduce_bandwidth", "gpu.p2p_bandwidth", "ib.gdr_bandwidth", "gpu.dcgm_diag"}
 # The guest checks read a guest plan's section (profile key guest): tests in test_checks_guest.py.
 GUEST = {"guest.numa", "guest.siblings", "guest.memory", "guest.devices"}
+# A node washed live has no image manifest: image.profile skips (tests in test_checks_image.py).
+IMAGE = {"image.profile"}
 
 
 def test_good_sample_node_is_green_and_every_check_has_an_outcome():
@@ -195,7 +197,7 @@ def test_good_sample_node_is_green_and_every_check_has_an_outcome():
     assert report["status"] == "pass", [(c["id"], c["reason"]) for c in report["checks"] if c["status"] != "pass"]
     assert [c["id"] for c in report["checks"]] == list(gate.CHECK_IDS)
     # nic.ats is only asked for in virtualization mode; every other check has data and passes.
-    assert set(k for k, v in GOOD.items() if v != "pass") == {"nic.ats"} | HEALTH | GUEST
+    assert set(k for k, v in GOOD.items() if v != "pass") == {"nic.ats"} | HEALTH | GUEST | IMAGE
 
 
 def _set(path, value):
@@ -293,7 +295,7 @@ FAULTS = [
 
 def test_fault_catalog_covers_every_check_that_can_fail_here():
     # numa.layout and gpu.count need a different shape: see test_shape_faults below.
-    covered = set(f[0] for f in FAULTS) | {"numa.layout", "gpu.count", "nic.ats"} | HEALTH | GUEST
+    covered = set(f[0] for f in FAULTS) | {"numa.layout", "gpu.count", "nic.ats"} | HEALTH | GUEST | IMAGE
     assert covered == set(gate.CHECK_IDS)
 
 
