@@ -12,14 +12,14 @@ module: image_manifest
 short_description: Write or compare the manifest of a golden image (/etc/gpufleet/image.json)
 version_added: 0.1.0
 description:
-  - O(state=present) (the end of C(playbooks/image.yml)) writes C(etc/gpufleet/image.json) under O(root):
+  - O(state=present) (the end of C(playbooks/image.yml)) writes C(etc/gpufleet/image.json) under O(root) with
     the profile the image was built from and the hash of its desired state (kernel, command line,
     tuning, driver and fabric manager, OFED, held packages, as the roles derive them), every
     installed package's version, the held ones, the kernel and command line the default GRUB entry
     boots, and a content hash. Rewritten only when the content changed.
   - O(state=compare) changes nothing and says whether the node booted from an image that still is
-    what its profile asks, with every pinned package installed at the image's version and held:
-    then C(provision.yml) does no package work (R(match)).
+    what its profile asks, with every pinned package installed at the image's version and held;
+    then C(provision.yml) does no package work (RV(match)).
 author:
   - gpufleet maintainers (@gpufleet)
 options:
@@ -43,7 +43,7 @@ options:
   rewashed:
     description:
       - With O(state=present) on a node that booted from an older image and was re-washed to its
-        profile by C(provision.yml): recorded in the manifest (C(rewashed), the old content hash).
+        profile by C(provision.yml), record that in the manifest (C(rewashed), the old content hash).
     type: bool
     default: false
 attributes:
@@ -81,7 +81,7 @@ match:
   returned: always
   type: bool
 reasons:
-  description: Why not (empty when R(match)).
+  description: Why not (empty when RV(match) is true).
   returned: always
   type: list
   elements: str
