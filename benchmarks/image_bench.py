@@ -97,7 +97,7 @@ def main():
         provbench.timed(lab, "gate", [os.path.join(imgmod._LAB.VENV_BIN, "ansible-playbook"), "-i", lab.inventory_dir,
                                              os.path.join(REPO, "playbooks", "validate.yml"), "--limit", "imaged",
                                              "-e", json.dumps({"validate_report_dir": lab.base + "/gate"})], gate)
-        gate_seconds = gate["gate"]["seconds"]
+        gate_seconds = gate["gate"]["seconds"] if gate["gate"]["rc"] == 0 else None
     finally:
         lab.lab_sh("down")
         subprocess.run(["podman", "rmi", "-f", lab.image_ref], capture_output=True, env=lab.env)
@@ -112,10 +112,17 @@ def main():
             sum(task_seconds(run["rows"], n) for n in ("Install the kernel", "Install and hold", "Resolve"))))
     img, live_run = runs["imaged"]["imaged"], runs["live"]["live"]
     print("  ratio image/live: %.2f" % (img["seconds"] / live_run["seconds"]))
-    reboot_s = task_seconds(img["rows"], "Reboot")
+    # the reboot role's tasks (drain check, reset, wait for the node, boot id): what one reboot costs here
+    reboot_s = task_seconds(img["rows"], "provision.reboot :")
     print("  goal: image path <= one reboot (%.1f s) + one gate (validate.yml %.1f s) + 30 s = %.1f s; measured %.1f s (%s)" % (
         reboot_s, gate_seconds or float("nan"), reboot_s + (gate_seconds or 0) + 30, img["seconds"],
         "met" if img["seconds"] <= reboot_s + (gate_seconds or 0) + 30 else "not met"))
+    slow = {}
+    for row in img["rows"]:
+        slow[row["task"]] = slow.get(row["task"], 0) + row.get("seconds", 0)
+    print("  image path, slowest tasks:")
+    for task, seconds in sorted(slow.items(), key=lambda kv: -kv[1])[:10]:
+        print("    %6.1f  %s" % (seconds, task))
     return 0
 
 

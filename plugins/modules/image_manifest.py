@@ -130,11 +130,16 @@ def run(module):
         raise _image.ImageError("profile: %s" % exc)
     path = Root(p["root"]).join(_image.MANIFEST)
     old = _read(path)
-    packages, holds = _database(module)
     if p["state"] == "compare":
+        # a node washed live has no manifest: nothing to compare, and its package database is not read
+        try:
+            packages, holds = _database(module) if old else (None, None)
+        except _image.ImageError as exc:
+            return {"changed": False, "match": False, "reasons": [str(exc)], "manifest": None, "path": path}
         reasons = _image.differences(old, desired, packages, holds)
         shown = dict((k, v) for k, v in (old or {}).items() if k != "packages") if old else None
         return {"changed": False, "match": not reasons, "reasons": reasons, "manifest": shown, "path": path}
+    packages, holds = _database(module)
     cfg = Root(p["root"]).read(p["grub_cfg"], optional=True) or ""
     new = _image.build(desired, packages, holds, cfg, built=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     if p["rewashed"] and old:
