@@ -52,6 +52,7 @@ attributes:
     description: O(state=present) reports whether it would write; O(state=compare) never changes anything.
   diff_mode:
     support: none
+    description: The result's RV(manifest) shows what was written.
   idempotent:
     support: full
     description: The same content (the build time aside) gives C(changed=false).

@@ -106,4 +106,3 @@ def differences(manifest, desired, packages=None, holds=None, verify=True):
 def short(digest):
     """``sha256:0123456789ab`` (12 hex digits) of a hash, for messages."""
     return (digest or "none")[:19]
-
