@@ -6,6 +6,8 @@
     lab/lab.sh reboot NAME         restart a twin's container (a new boot: the twin re-renders its view)
     lab/lab.sh bmc-reset NAME      the BMC's reset hook: stop the twin, start it when the BMC's power is On
     lab/lab.sh oci-prestart        the twins' OCI prestart hook: pending BIOS applies at every boot (POST)
+    lab/lab.sh import-image TARBALL REF   a golden image's root tarball (playbooks/image.yml) as a podman
+                                   image a twin starts from (inventory: gpufleet_lab_twin.image: REF)
 
 Everything the lab makes lives under lab/.state/ (git-ignored). Twins are podman containers named
 ``gpufleet-lab-<name>`` labelled ``gpufleet.lab``; nothing else on the machine is touched.
@@ -132,6 +134,16 @@ def ensure_image():
         if other != ref:
             podman("rmi", other, check=False)
     return ref, True
+
+
+def import_image(tarball, ref):
+    """A root tarball (playbooks/image.yml ``image_export_path``) as the podman image ``ref``, booted
+    like the twin image (systemd as PID 1). A twin whose inventory names ``image: REF`` starts from it."""
+    containers_conf()
+    t0 = time.time()
+    podman("import", "-q", "--change", 'CMD ["/lib/systemd/systemd"]', "--change", "STOPSIGNAL=SIGRTMIN+3",
+           tarball, ref, timeout=600)
+    log("import-image: %s from %s in %.1f s" % (ref, tarball, time.time() - t0))
 
 
 def ensure_repo():
@@ -472,6 +484,10 @@ def seed_script(spec):
     # /tmp/apt-dpkg-install-* vanished under dpkg now and then. /var/tmp is never emptied at boot.
     lines = ["set -eu", "export DEBIAN_FRONTEND=noninteractive TMPDIR=/var/tmp",
              "apt-get update -qq -o Dpkg::Use-Pty=0"]
+    if spec.get("image"):
+        # A twin started from a golden image (lab.sh import-image): its packages, holds, GRUB files and
+        # units are the image's; only the hardware faults (BIOS, state) come from the inventory.
+        return "\n".join(lines + ["mkdir -p /var/lib/gpufleet-twin && date -u +%FT%TZ >/var/lib/gpufleet-twin/seeded"]) + "\n"
     if spec.get("packages"):
         lines.append("apt-get install -y -qq -o Dpkg::Use-Pty=0 --no-install-recommends --allow-downgrades "
                      + " ".join(shlex.quote(p) for p in spec["packages"]) + " >/dev/null")
@@ -511,7 +527,7 @@ def create_twin(spec, ref):
            "-v", "%s:/etc/gpufleet-twin:ro" % folder,
            "-v", "%s:/run/twin-bmc:ro" % bmc_dir(),
            "-v", "%s:/run/twin-fabric:ro" % fabric_dir(),
-           ref, timeout=120)
+           spec.get("image") or ref, timeout=120)
 
 
 def wait_booted(name, deadline):
@@ -715,6 +731,9 @@ def main(argv=None):
     p_reset = sub.add_parser("bmc-reset", help="reset hook of the twin's BMC (power follows the BMC)")
     p_reset.add_argument("name")
     sub.add_parser("oci-prestart", help="OCI prestart hook of a twin (reads the container state on stdin)")
+    p_import = sub.add_parser("import-image", help="a golden image's root tarball as a podman image for twins")
+    p_import.add_argument("tarball")
+    p_import.add_argument("ref")
     args = parser.parse_args(argv)
     try:
         if args.command == "up":
@@ -723,6 +742,8 @@ def main(argv=None):
             down()
         elif args.command == "status":
             status()
+        elif args.command == "import-image":
+            import_image(args.tarball, args.ref)
         elif args.command == "bmc-reset":
             bmc_reset(args.name)
         elif args.command == "oci-prestart":

@@ -342,8 +342,8 @@ def boot():
             state.setdefault("sysctl", {})[key] = value
     # OS files that readers take through the hardware root (the gate reads <root>/etc/default/grub and
     # grub.d/*.cfg): the twin's real ones, so a role's change shows without a re-render.
-    for rel in ("etc/default",):
-        if not os.path.lexists(os.path.join(tmp, rel)):
+    for rel in ("etc/default", "etc/gpufleet"):      # etc/gpufleet: a golden image's manifest (image.json)
+        if os.path.exists(_path(rel)) and not os.path.lexists(os.path.join(tmp, rel)):
             os.makedirs(os.path.dirname(os.path.join(tmp, rel)), exist_ok=True)
             os.symlink(_path(rel), os.path.join(tmp, rel))
     shutil.rmtree(root, ignore_errors=True)

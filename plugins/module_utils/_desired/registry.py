@@ -11,6 +11,7 @@ its part of the washing machine and registers itself with ``@area("name")``:
 - ``_desired.drivers``: NVIDIA driver, fabric manager, OFED, held packages
 - ``_desired.devices``: PCIe ACS/ATS, storage, firmware
 - ``_desired.network``: RoCE v2 rails (enabled, interfaces, MTU, QoS, GID, addressing, a host's plan)
+- ``_desired.image``: what a golden image of the profile holds (and its hash)
 """
 
 from __future__ import absolute_import, division, print_function
@@ -44,4 +45,4 @@ def derive(name, profile, **context):
 
 def _load():
     # Imported here, not at the top: each submodule imports this one for @area.
-    from ansible_collections.gpufleet.provision.plugins.module_utils._desired import system, drivers, devices, network  # noqa: F401  pylint: disable=unused-import
+    from ansible_collections.gpufleet.provision.plugins.module_utils._desired import system, drivers, devices, network, image  # noqa: F401  pylint: disable=unused-import

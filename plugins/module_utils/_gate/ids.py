@@ -17,7 +17,7 @@ CHECK_IDS = (
     "cpu.smt", "cpu.governor", "cpu.vtx", "iommu.enabled", "numa.layout",
     "gpu.count", "gpu.pcie_link", "nvidia.driver", "nvidia.fabricmanager", "nvidia.peermem",
     "gpu.persistence_mode", "gpu.xid", "gpu.ecc", "gpu.throttle", "gpu.nvlink",
-    "packages.held",
+    "packages.held", "image.profile",
     "nic.rails", "ib.ports", "ib.counters", "pcie.acs", "nic.ats", "ofed.version", "ofed.kernel_match",
     "roce.link", "roce.mtu", "roce.address", "roce.gid", "roce.qos",
     "firmware.nic", "firmware.nvme",

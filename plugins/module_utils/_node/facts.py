@@ -70,6 +70,8 @@ def collect(root="/"):
     facts["nvme"] = _nvme(fs)
     facts["os"] = fs.parse("etc/os-release", P.parse_os_release)
     facts["mounts"] = _mounts(fs)
+    # A golden image's manifest (playbooks/image.yml); absent on a node washed live: None, no problem.
+    facts["image"] = fs.parse("etc/gpufleet/image.json", P.parse_image_manifest, optional=True)
     facts["problems"] = fs.problems
     warnings = fs.warnings()
     facts["warnings"] = warnings

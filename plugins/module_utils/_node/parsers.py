@@ -11,6 +11,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import re
 import shlex
 
@@ -251,6 +252,17 @@ def parse_os_release(text):
     if not out:
         raise ValueError("no KEY=value line")
     return out
+
+
+def parse_image_manifest(text):
+    """``/etc/gpufleet/image.json`` (a golden image's manifest, docs/facts.md ``image``) -> the
+    manifest without its full package list (``pins`` and the hashes stand for it; the facts stay
+    small). Not a JSON object with ``schema`` and ``profile``: ValueError."""
+    data = json.loads(text)
+    if not isinstance(data, dict) or not isinstance(data.get("schema"), int) or not data.get("profile"):
+        raise ValueError("not an image manifest (a JSON object with schema and profile)")
+    data.pop("packages", None)
+    return data
 
 
 def _unescape_mount(field):

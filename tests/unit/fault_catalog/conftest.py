@@ -4,6 +4,7 @@ The tree is the node's hardware/kernel state; the inputs are what the validate r
 standard modules on that node (package_facts, service_facts, command outputs), as dicts.
 """
 import copy
+import json
 import os
 import struct
 import types
@@ -14,6 +15,8 @@ import yaml
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate import gate
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.collect import PciDevices
 from ansible_collections.gpufleet.provision.plugins.module_utils._desired import profile as _profile
+from ansible_collections.gpufleet.provision.plugins.module_utils._desired import registry as _desired
+from ansible_collections.gpufleet.provision.plugins.module_utils._os import image as _image
 from ansible_collections.gpufleet.provision.plugins.module_utils._node.facts import collect
 from ansible_collections.gpufleet.provision.plugins.module_utils._node.fs import Root
 
@@ -296,6 +299,14 @@ class Node:
             for name, info in facts["netdevs"].items():
                 if info["nic"] in [n["name"] for n in rails]:
                     self.outputs["mlnx_qos_%s" % name] = mlnx_qos()
+        self.write_image(self.profile)
+
+    def write_image(self, profile):
+        """etc/gpufleet/image.json as playbooks/image.yml writes it, for an image built from ``profile``."""
+        want = _desired.derive("image", _profile.validate(copy.deepcopy(profile), gate.CHECK_IDS))
+        cfg = "menuentry 'Ubuntu' {\n\tlinux /boot/vmlinuz-6.8.0-45-generic root=UUID=1 ro %s\n}\n" % " ".join(want["desired"]["kernel_cmdline"])
+        manifest = _image.build(want, self.packages, self.outputs["apt_mark_showhold"].split(), cfg, built="2026-12-03T09:00:00Z")
+        self.write("etc/gpufleet/image.json", json.dumps(manifest, indent=1, sort_keys=True) + "\n")
 
     def host_slot_generation(self, per_gpu):
         """nvidia-smi -q as it reads when GPUs sit behind host ports of another PCIe generation."""

@@ -3,6 +3,7 @@ known-good reference tree (or into the collected inputs) turns exactly that chec
 other check keeps its status. Plus the reference passes everything, the dirty tree fails what its
 faults imply, and bad input (a truncated sysfs file, garbage) is an error naming the path.
 """
+import copy
 import os
 import shutil
 
@@ -63,6 +64,13 @@ def _gen4_host(node):
 
 def _not_held(node):
     node.outputs["apt_mark_showhold"] = "linux-image-6.8.0-45-generic\nnvidia-driver-550-server\n"
+
+
+def _old_image(node):
+    # Booted from last quarter's image: built when the profile pinned driver 550.54.15.
+    older = copy.deepcopy(node.profile)
+    older["nvidia"]["driver_version"] = "550.54.15"
+    node.write_image(older)
 
 
 def _ats_off(node):
@@ -129,6 +137,7 @@ FAULTS = [
      lambda n: n.smi(reasons={"0000:cd:00.0": ["HW Slowdown", "HW Power Brake Slowdown"]})),
     ("gpu.nvlink", "one NVLink inactive", lambda n: n.outputs.update(nvidia_smi_nvlink=n.build.nvlink_status(n.gpus, {5: [11]}))),
     ("packages.held", "FM not held", _not_held),
+    ("image.profile", "booted from an image built for an older state of the profile", _old_image),
     ("nic.rails", "rail NIC not on its GPU's switch", _nic_in_wrong_slot),
     ("ib.ports", "IB port down", lambda n: n.write("sys/class/infiniband/mlx5_7/ports/1/state", "1: DOWN\n")),
     ("ib.counters", "a flapping link (link_downed 3)",

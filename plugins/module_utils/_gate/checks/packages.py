@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Checks of the package manager: pinned packages held."""
+"""Checks of the package manager: pinned packages held; the golden image the node booted from."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -12,6 +12,7 @@ import fnmatch
 from ansible_collections.gpufleet.provision.plugins.module_utils._desired import drivers
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.framework import outcome, registrar
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.parsers.packages import parse_versionlock
+from ansible_collections.gpufleet.provision.plugins.module_utils._os import image as _image_os
 
 
 CHECKS = []
@@ -44,3 +45,18 @@ def _held(ctx):
         if installed is None and not any(fnmatch.fnmatchcase(h, pattern) for h in held):
             failures.append("%s: not held" % pattern)
     return outcome(failures, [], observed, want)
+
+
+@check("image.profile", "a node booted from a golden image built for another profile, or for an older state of its "
+       "profile (an old driver, kernel or command line baked in)",
+       "re-image the node from an image built from its profile (playbooks/image.yml), or run provision.yml: it "
+       "re-washes the node to the profile and records that in the manifest")
+def _image(ctx):
+    # What the image holds is compared as a whole (its desired-state hash); its packages and boot state
+    # are the other checks' (kernel.*, nvidia.*, ofed.*, packages.held), so one fault stays one red check.
+    manifest = ctx.need(ctx.facts.get("image"), ["etc/gpufleet/image.json"],
+                        "no image manifest (etc/gpufleet/image.json): not booted from a golden image")
+    desired = ctx.desired("image", "image")
+    failures = _image_os.differences(manifest, desired, verify=False)
+    observed = dict((k, manifest.get(k)) for k in ("profile", "desired_hash", "content_hash", "built", "rewashed"))
+    return outcome(failures, [], observed, {"profile": desired["profile"], "desired_hash": desired["hash"]})

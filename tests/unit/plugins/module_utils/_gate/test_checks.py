@@ -190,6 +190,8 @@ HEALTH = {"nvidia.peermem", "gpu.persistence_mode", "gpu.xid", "gpu.ecc", "gpu.t
 GUEST = {"guest.numa", "guest.siblings", "guest.memory", "guest.devices"}
 # The Ethernet rail checks (issue 25) are not asked for by an InfiniBand profile: catalog and test_checks_roce.py.
 HEALTH |= set(c for c in gate.CHECK_IDS if c.startswith("roce."))
+# A node washed live has no image manifest: image.profile skips (tests in test_checks_image.py).
+IMAGE = {"image.profile"}
 
 
 def test_good_sample_node_is_green_and_every_check_has_an_outcome():
@@ -197,7 +199,7 @@ def test_good_sample_node_is_green_and_every_check_has_an_outcome():
     assert report["status"] == "pass", [(c["id"], c["reason"]) for c in report["checks"] if c["status"] != "pass"]
     assert [c["id"] for c in report["checks"]] == list(gate.CHECK_IDS)
     # nic.ats is only asked for in virtualization mode; every other check has data and passes.
-    assert set(k for k, v in GOOD.items() if v != "pass") == {"nic.ats"} | HEALTH | GUEST
+    assert set(k for k, v in GOOD.items() if v != "pass") == {"nic.ats"} | HEALTH | GUEST | IMAGE
 
 
 def _set(path, value):
@@ -295,7 +297,7 @@ FAULTS = [
 
 def test_fault_catalog_covers_every_check_that_can_fail_here():
     # numa.layout and gpu.count need a different shape: see test_shape_faults below.
-    covered = set(f[0] for f in FAULTS) | {"numa.layout", "gpu.count", "nic.ats"} | HEALTH | GUEST
+    covered = set(f[0] for f in FAULTS) | {"numa.layout", "gpu.count", "nic.ats"} | HEALTH | GUEST | IMAGE
     assert covered == set(gate.CHECK_IDS)
 
 

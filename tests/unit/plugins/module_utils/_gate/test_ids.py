@@ -21,7 +21,7 @@ print(json.dumps(sorted(m for m in sys.modules if m.startswith(("ansible_collect
 
 def test_ids_are_the_registered_checks_in_report_order():
     assert ids.CHECK_IDS == tuple(c.id for c in gate.CHECKS)
-    assert len(ids.CHECK_IDS) == len(set(ids.CHECK_IDS)) == 49
+    assert len(ids.CHECK_IDS) == len(set(ids.CHECK_IDS)) == 50
 
 
 def test_lookup_and_action_load_neither_checks_nor_the_module():
