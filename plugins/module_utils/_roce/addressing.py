@@ -118,6 +118,14 @@ class Plan(object):
         return Subnet(rail, su, start, prefix, start + gw_offset if gw_offset else None,
                       "%s rail %d subnet %s" % (WHERE, rail, _cidr(start, prefix)))
 
+    def rail_subnets(self, rail):
+        """Every subnet rail ``rail`` may use: its one subnet, or one per SU on routed rails (an explicit
+        plan: the entries given for the rail, in SU order)."""
+        if not self.carve:
+            return [s for (r, _su), s in sorted(self.explicit.items(), key=lambda i: (i[0][0], i[0][1] or 0)) if r == rail]
+        sus = range(1 << (self.carve[2] - self.carve[1])) if self.per_su else [None]
+        return [self.subnet(rail, su, "-") for su in sus]
+
     def routes(self, rail, subnet):
         if not self.per_su or subnet.gateway is None:
             return []

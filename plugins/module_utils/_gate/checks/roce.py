@@ -112,11 +112,7 @@ def _rail_subnets(ctx, count):
         raise NotAsked("not in profile (roce.addressing)")
     try:
         plan = _addressing.plan(spec, count)
-        if not plan.carve:
-            return dict((r, [s for (rail, _su), s in sorted(plan.explicit.items(), key=lambda i: (i[0][0], i[0][1] or 0)) if rail == r])
-                        for r in range(count))
-        sus = range(1 << (plan.carve[2] - plan.carve[1])) if plan.per_su else [None]
-        return dict((r, [plan.subnet(r, su, "-") for su in sus]) for r in range(count))
+        return dict((r, plan.rail_subnets(r)) for r in range(count))
     except _addressing.AddressingError as exc:
         raise CheckError("profile: %s" % exc)
 
