@@ -13,7 +13,6 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpufleet.provision.plugins.module_utils._desired import profile as _profile
-from ansible_collections.gpufleet.provision.plugins.module_utils._desired import registry as _desired
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.framework import CheckError, NotAsked, Skip, outcome, registrar
 from ansible_collections.gpufleet.provision.plugins.module_utils._roce import addressing as _addressing
 from ansible_collections.gpufleet.provision.plugins.module_utils._roce import qos as _roce_qos
