@@ -73,6 +73,16 @@ PROVISION_VARS = collections.OrderedDict((
     ("kernel_cmdline_forbidden", ([], "(with kernel_cmdline_required)")),
     ("provision_reboot_allowed", (False, "never reboot this machine (--check predicts only, this is a second lock)")),
 ))
+# For the converged runs, what keeps the real run from writing this machine's /etc or installing a
+# package: the pcie role (setpci's package, the boot unit) and the tuning role's persistent files are
+# turned off by their role variables; the gate still checks their run-time state in the fixture root.
+CONVERGED_VARS = collections.OrderedDict((
+    ("pcie_host_mode", ("", "the pcie role would install pciutils and a boot unit on this machine: off")),
+    ("tuning_hugepages", ({}, "the tuning role would write this machine's sysctl.d and a unit: off")),
+    ("tuning_thp", ("", "(with tuning_hugepages)")),
+    ("tuning_numa_balancing", ("", "(with tuning_hugepages)")),
+    ("tuning_governor", ("", "(with tuning_hugepages)")),
+))
 PARTLY = ("tuning and pcie run against the fixture root (converged at run time); their sysctl.d file, boot"
           " units and scripts were never installed on this machine: --check predicts writing them")
 # Checks that read what PROVISION_TRIM removed, no longer required in the trimmed profile.
@@ -194,6 +204,8 @@ def write_provision_profile(work):
         profile = yaml.safe_load(handle)
     for key in PROVISION_TRIM:
         _drop(profile, key)
+    # no NVIDIA packages here: without this the fabric manager check is red and no node is stamped
+    profile.setdefault("nvidia", {})["fabricmanager"] = False
     profile["name"] = "hgx-h100-bench"
     profile["require"] = [c for c in profile.get("require", []) if c not in TRIM_REQUIRE]
     path = os.path.join(work, "hgx-h100-bench.yml")
@@ -370,7 +382,7 @@ def measure(kind, nodes, pdd, inventory, args, **how):
     events = load_events(job["artifacts"])
     figures(job, nodes, events)
     job["costly_tasks"] = costly_tasks(events)
-    if kind == "provision":
+    if kind.startswith("prov"):
         job["changed_tasks"] = dict(changed_tasks(events))
     print("%s, %.1f s wall, %.1f s CPU, %.0f KB of events"
           % (job["status"], job["wall_s"], job["cpu_s"], job["event_bytes_job"] / 1024.0), flush=True)
@@ -386,11 +398,35 @@ def bench_n(work, ref, n, args, profile_bench):
                           extravars={"validate_profile": PROFILE,
                                      "validate_report_dir": os.path.join(work, "reports-%d" % n)})
     if n in args.provision_nodes:
-        extravars = {k: v for k, (v, _why) in PROVISION_VARS.items()}
-        extravars.update(gpufleet_profile=profile_bench, validate_profile=profile_bench,
-                         validate_report_dir=os.path.join(work, "reports-prov-%d" % n))
-        out["provision"] = measure("provision", nodes, pdd, inventory, args, cmdline="--check",
-                                   playbook=os.path.join(REPO, "playbooks", "provision.yml"), extravars=extravars)
+        out.update(bench_provision(work, n, nodes, pdd, inventory, args, profile_bench))
+    return out
+
+
+def bench_provision(work, n, nodes, pdd, inventory, args, profile_bench):
+    """The converged provision.yml (issue 26 part 3): the nodes are made converged first (a --check
+    that must predict no change, then the real run whose gate writes each node's stamp into the work
+    folder), then measured: the whole washing machine on them (--check, stamps off: what a converged
+    run cost before), and the converged run with the stamps, --check and real."""
+    extravars = {k: v for k, (v, _why) in PROVISION_VARS.items()}
+    extravars.update((k, v) for k, (v, _why) in CONVERGED_VARS.items())
+    extravars.update(gpufleet_profile=profile_bench, validate_profile=profile_bench,
+                     validate_report_dir=os.path.join(work, "reports-prov-%d" % n),
+                     provision_converged_stamp=os.path.join(work, "stamps-%d" % n, "{{ inventory_hostname }}.json"))
+    play = os.path.join(REPO, "playbooks", "provision.yml")
+    out = collections.OrderedDict()
+    seed = measure("prov-seed-check", nodes, pdd, inventory, args, cmdline="--check", playbook=play, extravars=extravars)
+    if seed["changed_tasks"] or seed["hosts_failed"]:
+        print("N=%d: not converged here, no real run: %s" % (n, seed["changed_tasks"] or seed["hosts_failed"]))
+        out["prov-full"] = seed
+        return out
+    measure("prov-seed", nodes, pdd, inventory, args, playbook=play, extravars=extravars)
+    stamps = [node for node in nodes if os.path.exists(os.path.join(work, "stamps-%d" % n, node + ".json"))]
+    print("N=%d: %d of %d nodes stamped converged" % (n, len(stamps), len(nodes)))
+    out["prov-full"] = measure("prov-full", nodes, pdd, inventory, args, cmdline="--check", playbook=play,
+                               extravars=dict(extravars, provision_converged_stamp=""))
+    out["prov-check"] = measure("prov-check", nodes, pdd, inventory, args, cmdline="--check", playbook=play,
+                                extravars=extravars)
+    out["prov-real"] = measure("prov-real", nodes, pdd, inventory, args, playbook=play, extravars=extravars)
     return out
 
 

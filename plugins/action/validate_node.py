@@ -51,12 +51,20 @@ class ActionModule(ActionBase):
             except OSError as exc:
                 return dict(result, failed=True, msg="validate_node: the probe script %s cannot be read: %s" % (PROBE_SCRIPT, exc))
         node_result = self._execute_module(module_name=MODULE, module_args=args, task_vars=task_vars)
+        asking = bool(args.get("converged_stamp")) and not args.get("write_stamp")
+        if asking and not node_result.get("failed") and not node_result.get("converged"):
+            # not converged: the washing machine and its own gate follow; no report, no group yet
+            return dict(result, changed=False, converged=False,
+                        converged_reasons=node_result.get("converged_reasons") or [])
         if node_result.get("failed") or "report" not in node_result:
             keep = ("failed", "msg", "unreachable", "rc", "stdout", "stderr", "module_stdout", "module_stderr", "exception")
             return dict(result, **dict((k, node_result[k]) for k in keep if k in node_result))
         report = node_result["report"]
         result.update(_report.compact(report))
         result["collected"] = node_result.get("collected") or {}
+        for key in ("converged", "converged_reasons", "stamp"):
+            if key in node_result:
+                result[key] = node_result[key]
         if node_result.get("warnings"):
             result["warnings"] = node_result["warnings"]
         try:
@@ -68,7 +76,10 @@ class ActionModule(ActionBase):
         if own["return_report"]:
             result["report"], result["facts"] = report, node_result.get("facts")
         group = own["ready_group"] if result["status"] == "pass" else own["quarantine_group"]
-        if group:
+        if asking and own["converged_group"]:
+            # a child of the ready group: the node is in both, and the gate play can leave it out
+            result["add_group"], result["parent_groups"] = own["converged_group"], [own["ready_group"] or "all"]
+        elif group:
             # the key ansible.builtin.group_by returns: the strategy adds the node to the group when
             # it reads an ok result, which saves the gate a task (a forked worker) per node. It also
             # sets changed to "the group gained the node" (true in every fresh run), so a task that

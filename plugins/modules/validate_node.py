@@ -182,6 +182,36 @@ options:
     description:
       - Add a red node to this inventory group (see O(ready_group)).
     type: str
+  converged_stamp:
+    description:
+      - The path on the node of its converged stamp (C(/var/lib/gpufleet/converged.json) in
+        provision.yml): what the node looked like at the end of its last green provisioning run.
+      - Without O(write_stamp), asks whether the node is converged. The node compares the stamp with
+        O(desired_digest), the stat lines of every file provisioning manages, its boot id and kernel;
+        any difference returns RV(converged=false) with the reasons at once, without evaluating a
+        check, writing a report or joining a group. When they match, the gate runs as always and the
+        node is converged when it is green and every check that passed at the stamp still passes:
+        then the reports are written and the node joins O(converged_group) (a child of O(ready_group)).
+        Otherwise RV(converged=false), no report, no group (the washing machine and its gate follow).
+      - With O(write_stamp), the gate runs as always and a green node's stamp is written there.
+    type: path
+  desired_digest:
+    description:
+      - The digest of the desired state the stamp is compared with or written with (filter
+        C(gpufleet.provision.desired_digest): the profile, the role variables, the collection's files).
+        Required with O(converged_stamp).
+    type: str
+  write_stamp:
+    description:
+      - Write the converged stamp at O(converged_stamp) when the node is green (never in check mode).
+        provision.yml's gate sets it after a run that needs no pending reboot.
+    type: bool
+    default: false
+  converged_group:
+    description:
+      - The group a converged node joins (RV(add_group)), made a child of O(ready_group) so the node
+        is also in that group. provision.yml's gate play leaves the nodes of this group out.
+    type: str
 extends_documentation_fragment:
   - gpufleet.provision.hardware_root
 attributes:
@@ -302,6 +332,22 @@ add_group:
   returned: when the group option for the node's verdict is set
   type: str
   sample: gpufleet_quarantine
+converged:
+  description: Whether the node is converged since its last green run (see O(converged_stamp)).
+  returned: when O(converged_stamp) is set without O(write_stamp)
+  type: bool
+  sample: false
+converged_reasons:
+  description: Why the node is not converged (the first differences found), empty when it is.
+  returned: when O(converged_stamp) is set without O(write_stamp)
+  type: list
+  elements: str
+  sample: ["booted since the last green run"]
+stamp:
+  description: What became of the stamp, V(written), V(would write) in check mode, or why it was not written.
+  returned: when O(write_stamp=true)
+  type: str
+  sample: written
 report:
   description: The whole report (every check with observed, expected, reason, prevents, remedy).
   returned: when O(return_report=true)
@@ -324,6 +370,7 @@ from ansible_collections.gpufleet.provision.plugins.module_utils._gate.options i
 from ansible_collections.gpufleet.provision.plugins.module_utils._desired import profile as _profile
 from ansible_collections.gpufleet.provision.plugins.module_utils._node.facts import collect
 from ansible_collections.gpufleet.provision.plugins.module_utils._node.fs import Root
+from ansible_collections.gpufleet.provision.plugins.module_utils._os import stamp as _stamp
 
 
 def _node_name(fs, given):
@@ -405,7 +452,43 @@ def node_inputs(params, run, have, systemd, facts=None, script_path=None):
     return lazy, packages, services
 
 
-def run(params, runner=None, have=None, systemd=None, tmpdir=None):
+def run(params, runner=None, have=None, systemd=None, tmpdir=None, check_mode=False, os_root="/"):
+    """The gate, or with ``converged_stamp`` the converged question or the stamp's writing (module
+    docs). Returns the module result (raises ProfileError)."""
+    path = params.get("converged_stamp")
+    if not path:
+        return evaluate(params, runner, have, systemd, tmpdir)
+    if not params.get("desired_digest"):
+        raise _profile.ProfileError("desired_digest: required with converged_stamp (%s)" % path)
+    now = _stamp.state(params["desired_digest"], params.get("root") or "/", os_root)
+    if params.get("write_stamp"):
+        result = evaluate(params, runner, have, systemd, tmpdir)
+        result["stamp"] = _write_stamp(path, now, result["report"], check_mode)
+        return result
+    old = _stamp.read(path)
+    reasons = _stamp.differences(old, now)
+    if reasons:
+        return {"changed": False, "converged": False, "converged_reasons": reasons, "warnings": []}
+    result = evaluate(params, runner, have, systemd, tmpdir)
+    red = [c["id"] for c in result["report"]["checks"] if c["status"] in ("fail", "error")]
+    reasons = (["the gate is red: %s" % ", ".join(red)] if red else []) + _stamp.passing_lost(old, result["report"])
+    result.update(converged=not reasons, converged_reasons=reasons)
+    return result
+
+
+def _write_stamp(path, now, report, check_mode):
+    if report.get("status") != "pass":
+        return "not written: the node is red"
+    if check_mode:
+        return "would write"
+    try:
+        _stamp.write(path, _stamp.with_gate(now, report))
+    except _stamp.StampError as exc:
+        raise _profile.ProfileError(str(exc))
+    return "written"
+
+
+def evaluate(params, runner=None, have=None, systemd=None, tmpdir=None):
     """Validate the profile, collect, evaluate. Returns the module result (raises ProfileError).
     ``tmpdir``: where the probe script the action sent is written."""
     profile = _profile.validate(params["profile"], gate.CHECK_IDS)
@@ -432,7 +515,7 @@ def main():
     try:
         result = run(params, runner=command_runner(module, params["command_timeout"]),
                      have=module.get_bin_path, systemd=os.path.isdir("/run/systemd/system"),
-                     tmpdir=module.tmpdir if params.get("probe_script") else None)
+                     tmpdir=module.tmpdir if params.get("probe_script") else None, check_mode=module.check_mode)
     except _profile.ProfileError as exc:
         module.fail_json(msg=str(exc))
     for line in result.pop("warnings"):

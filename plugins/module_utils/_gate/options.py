@@ -12,7 +12,7 @@ __metaclass__ = type
 # Options the action plugin handles on the controller (never sent to the node).
 CONTROLLER_OPTIONS = ("report_dir", "report_url", "report_url_username", "report_url_password",
                       "report_url_headers", "report_url_validate_certs", "fail_on_red", "return_report",
-                      "ready_group", "quarantine_group")
+                      "ready_group", "quarantine_group", "converged_group")
 
 ARGUMENT_SPEC = dict(
     root=dict(type="path", default="/"),
@@ -31,6 +31,9 @@ ARGUMENT_SPEC = dict(
     outputs=dict(type="dict", default={}),
     output_errors=dict(type="dict", default={}),
     node=dict(type="str"),
+    converged_stamp=dict(type="path"),
+    desired_digest=dict(type="str"),
+    write_stamp=dict(type="bool", default=False),
     report_dir=dict(type="path"),
     report_url=dict(type="str"),
     report_url_username=dict(type="str"),
@@ -41,4 +44,5 @@ ARGUMENT_SPEC = dict(
     return_report=dict(type="bool", default=False),
     ready_group=dict(type="str"),
     quarantine_group=dict(type="str"),
+    converged_group=dict(type="str"),
 )

@@ -1,0 +1,80 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The desired state's digest for the converged stamp (docs/roles.md section 6; docs in desired_digest.yml)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import hashlib
+import json
+import os
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpufleet.provision.plugins.module_utils._node.parsers import hostlist
+
+# The collection's folders whose files decide what a run does (three folders above this file).
+COLLECTION = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CODE = ("roles", "plugins", "playbooks")
+_CACHE = {}
+
+
+def collection_digest(top=COLLECTION):
+    """``sha256:<hex>`` over the path, size and mtime of every file of the collection's roles,
+    plugins and playbooks (no content read; compiled files left out). Once per process."""
+    if top in _CACHE:
+        return _CACHE[top]
+    digest = hashlib.sha256()
+    for folder in CODE:
+        for base, dirs, files in os.walk(os.path.join(top, folder)):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            for name in sorted(f for f in files if not f.endswith((".pyc", ".pyo"))):
+                path = os.path.join(base, name)
+                st = os.stat(path)
+                digest.update(("%s %d %d\n" % (os.path.relpath(path, top), st.st_size, st.st_mtime_ns)).encode("utf-8"))
+    _CACHE[top] = "sha256:" + digest.hexdigest()
+    return _CACHE[top]
+
+
+def desired_digest(profile, role_vars=None):
+    """profile | desired_digest(role_vars) -> ``sha256:<hex>`` of the profile, the role variables
+    set for the node (inventory, extra vars) and the collection's files."""
+    if not isinstance(profile, dict):
+        raise AnsibleFilterError("desired_digest: expected the profile mapping (lookup gpufleet.provision.profile), got %r"
+                                 % type(profile).__name__)
+    if role_vars is not None and not isinstance(role_vars, dict):
+        raise AnsibleFilterError("desired_digest: role_vars must be a mapping of variable names to values, got %r"
+                                 % type(role_vars).__name__)
+    try:
+        body = json.dumps({"profile": profile, "vars": role_vars or {}}, sort_keys=True, default=str)
+    except (TypeError, ValueError) as exc:
+        raise AnsibleFilterError("desired_digest: the profile or role variables cannot be serialised: %s" % exc)
+    digest = hashlib.sha256(body.encode("utf-8"))
+    digest.update(collection_digest().encode("ascii"))
+    return "sha256:" + digest.hexdigest()
+
+
+def converged_lines(results, hosts):
+    """The converged question's results (one per host, in ``hosts`` order) -> the play's lines: the
+    converged nodes as one hostlist, then each node to wash with its first reasons."""
+    if not isinstance(results, (list, tuple)) or not isinstance(hosts, (list, tuple)) or len(results) != len(hosts):
+        raise AnsibleFilterError("converged_lines: expected one result per host, got %r for %r" % (results, hosts))
+    done = [h for h, r in zip(hosts, results) if isinstance(r, dict) and r.get("converged")]
+    lines = []
+    if done:
+        lines.append("converged: %s (%d): green and unchanged since the last green run; nothing to wash, no reboot,"
+                     " this was their gate" % (hostlist(done), len(done)))
+    for host, result in zip(hosts, results):
+        if host in done:
+            continue
+        result = result if isinstance(result, dict) else {}
+        reasons = result.get("converged_reasons") or [result.get("skip_reason") or "not asked"]
+        lines.append("wash: %s: %s" % (host, "; ".join(reasons[:3])))
+    return lines
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"desired_digest": desired_digest, "converged_lines": converged_lines}
