@@ -11,16 +11,26 @@ worker process of its own so that its CPU is exact (os.wait4: the runner, ansibl
 forks and every module process):
   - ping:      `ansible all -m ping`, the baseline (one module round trip per node);
   - gate:      playbooks/validate.yml, profile hgx-h100, real package and service collection;
-  - provision: playbooks/provision.yml --check on a converged node (a profile trimmed to what this
-               machine and the fixture root can be converged to; see PROVISION_TRIM), by default at
-               N <= 32 only. Never without --check: the roles install packages and write GRUB.
+  - provision (by default at N <= 32 only): playbooks/provision.yml on converged nodes, a profile
+               trimmed to what this machine and the fixture root can be converged to (PROVISION_TRIM)
+               and the roles that would write this machine's /etc turned off (CONVERGED_VARS). The
+               nodes are made converged first: a --check that must predict no change, then the real
+               run, whose gate writes each node's converged stamp into the work folder (the real run
+               is refused when the check predicts any change). Then three jobs:
+                 prov-full:  --check with the stamps off, the whole washing machine (a converged run
+                             before issue 26 part 3);
+                 prov-check: --check with the stamps, the converged run;
+                 prov-real:  the same, for real.
 Per run and per node: wall and CPU seconds, the ratio to ping, the CPU split (NODE CPU below),
 module round trips (ROUND TRIPS below),
 job-event bytes (the job_events/*.json files of each host, what AWX stores). Then the 10 tasks of the
-gate (and of provision) at the middle N that cost the most events, and the goal lines of issue 16.
+gate (and of the converged provision run) at the middle N that cost the most events, and the goal
+lines of issues 16 (the gate) and 26 part 3 (the converged run: at most 4 round trips and 4x ping's
+CPU per node, at most 40 KB of events per node).
 """
 import argparse
 import collections
+import importlib.util
 import json
 import os
 import shutil
@@ -55,11 +65,9 @@ CONTROLLER_ACTIONS = frozenset((
 RESULT_EVENTS = ("runner_on_ok", "runner_on_failed", "runner_on_unreachable")
 ITEM_EVENTS = ("runner_item_on_ok", "runner_item_on_failed")
 
-# What of hgx-h100 this machine cannot be converged to, and how the check-mode provision run is told
-# to leave it alone (profile keys removed, role variables set). tuning and pcie run: their run-time
-# state (hugepages, THP, NUMA balancing, governor, ACS) is read from the fixture root, which is
-# converged; their persistent parts (sysctl.d, the boot units and scripts) belong in this machine's
-# /etc and /usr/lib, which were never provisioned, so --check predicts writing those (PARTLY below).
+# What of hgx-h100 this machine cannot be converged to, and how the provision runs are told to leave
+# it alone (profile keys removed, role variables set). The run-time state of tuning and pcie
+# (hugepages, THP, NUMA balancing, governor, ACS) is read from the fixture root, which is converged.
 PROVISION_TRIM = collections.OrderedDict((
     ("bios", "no BMC on this machine: no bios settings, the bios role skips itself"),
     ("kernel.release", "this machine boots %s, not the profile's kernel: the kernel role skips" % os.uname().release),
@@ -83,8 +91,6 @@ CONVERGED_VARS = collections.OrderedDict((
     ("tuning_numa_balancing", ("", "(with tuning_hugepages)")),
     ("tuning_governor", ("", "(with tuning_hugepages)")),
 ))
-PARTLY = ("tuning and pcie run against the fixture root (converged at run time); their sysctl.d file, boot"
-          " units and scripts were never installed on this machine: --check predicts writing them")
 # Checks that read what PROVISION_TRIM removed, no longer required in the trimmed profile.
 TRIM_REQUIRE = ("kernel.version", "nvidia.driver", "nvidia.fabricmanager", "ofed.version", "ofed.kernel_match",
                 "firmware.nic", "packages.held")
@@ -93,6 +99,8 @@ PROVISION_MAX_N = 32     # default: provision.yml --check up to this N (at 128 i
 GOAL_CPU = 0.3           # s of CPU per node, gate at N=32
 GOAL_KB = 40.0           # KB of job events per node, gate at N=32
 GOAL_N = 32
+GOAL_TRIPS = 4           # module round trips per node, a converged provision.yml (issue 26 part 3)
+GOAL_PING_X = 4.0        # CPU per node against ping's, the same
 FLAT = 1.10              # "flat or falling": per-node figure at the largest N within 10% of the smallest N's
 
 
@@ -402,6 +410,16 @@ def bench_n(work, ref, n, args, profile_bench):
     return out
 
 
+def machine_files():
+    """The converged stamp's files digest of this machine (plugins/module_utils/_os/stamp.py, loaded by
+    path: it imports nothing of the collection): the seed run must leave it as it was."""
+    spec = importlib.util.spec_from_file_location(
+        "gpufleet_stamp", os.path.join(REPO, "plugins", "module_utils", "_os", "stamp.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.files_digest("/")
+
+
 def bench_provision(work, n, nodes, pdd, inventory, args, profile_bench):
     """The converged provision.yml (issue 26 part 3): the nodes are made converged first (a --check
     that must predict no change, then the real run whose gate writes each node's stamp into the work
@@ -419,7 +437,10 @@ def bench_provision(work, n, nodes, pdd, inventory, args, profile_bench):
         print("N=%d: not converged here, no real run: %s" % (n, seed["changed_tasks"] or seed["hosts_failed"]))
         out["prov-full"] = seed
         return out
+    before = machine_files()
     measure("prov-seed", nodes, pdd, inventory, args, playbook=play, extravars=extravars)
+    if machine_files() != before:
+        print("N=%d: WARNING: the real run moved a file provisioning manages on this machine (_os/stamp.MANAGED)" % n)
     stamps = [node for node in nodes if os.path.exists(os.path.join(work, "stamps-%d" % n, node + ".json"))]
     print("N=%d: %d of %d nodes stamped converged" % (n, len(stamps), len(nodes)))
     out["prov-full"] = measure("prov-full", nodes, pdd, inventory, args, cmdline="--check", playbook=play,
@@ -492,22 +513,44 @@ def print_costly(results, kind="gate"):
 
 
 def print_provision_notes(results):
-    runs = [(n, r["provision"]) for n, r in results.items() if "provision" in r]
+    runs = [(n, r) for n, r in results.items() if "prov-full" in r]
     if not runs:
         return
-    print("\nprovision.yml ran with --check (a prediction: nothing on this machine changes), profile hgx-h100")
-    print("trimmed to what this machine and the fixture root can be converged to. Not converged here:")
+    print("\nprovision.yml on converged nodes: profile hgx-h100 trimmed to what this machine and the fixture root")
+    print("can be converged to. Left out or turned off here:")
     for key, why in PROVISION_TRIM.items():
         print("  - %s: %s" % (key, why))
-    for name, (value, why) in PROVISION_VARS.items():
+    for name, (value, why) in list(PROVISION_VARS.items()) + list(CONVERGED_VARS.items()):
         print("  - %s=%s: %s" % (name, json.dumps(value), why))
-    print("  - %s" % PARTLY)
-    n, job = runs[-1]
-    if job["changed_tasks"]:
-        print("Tasks that still predict a change at N=%d (not converged): %s" % (n, "; ".join(
-            "%s (%d nodes)" % kv for kv in sorted(job["changed_tasks"].items()))))
-    else:
-        print("No task predicts a change at N=%d: converged." % n)
+    for n, r in runs:
+        for kind in ("prov-full", "prov-check", "prov-real"):
+            if kind in r and r[kind]["changed_tasks"]:
+                print("N=%d %s: tasks that report a change: %s" % (n, kind, "; ".join(
+                    "%s (%d nodes)" % kv for kv in sorted(r[kind]["changed_tasks"].items()))))
+
+
+def print_converged_goals(results):
+    """Issue 26 part 3: a converged provision.yml (check mode and real) per node."""
+    runs = [(n, r) for n, r in results.items() if "prov-check" in r]
+    if not runs:
+        return
+    print("\nGoals (issue 26 part 3), a converged provision.yml, per node:")
+    for n, r in runs:
+        ping = r["ping"]
+        for kind in ("prov-check", "prov-real"):
+            job = r[kind]
+            ratio = job["cpu_per_node_s"] / ping["cpu_per_node_s"]
+            kb = job["event_bytes_per_node"] / 1024.0
+            print("  N=%d %-10s round trips %.1f (max %d) goal <= %d %s; CPU %.2fx ping goal <= %.0fx %s;"
+                  " events %.1f KB goal <= %.0f KB %s"
+                  % (n, kind, job["round_trips_per_node"], job["round_trips_max"], GOAL_TRIPS,
+                     _verdict(job["round_trips_max"] <= GOAL_TRIPS), ratio, GOAL_PING_X, _verdict(ratio <= GOAL_PING_X),
+                     kb, GOAL_KB, _verdict(kb <= GOAL_KB)))
+        full = r["prov-full"]
+        print("  N=%d the whole washing machine on the same nodes (prov-full): %.1f round trips, %.2fx ping, %.1f KB;"
+              " the converged check costs %.2fx of it" % (n, full["round_trips_per_node"], full["cpu_per_node_s"] / ping["cpu_per_node_s"],
+                                                          full["event_bytes_per_node"] / 1024.0,
+                                                          r["prov-check"]["cpu_per_node_s"] / full["cpu_per_node_s"]))
 
 
 def _verdict(ok):
@@ -537,8 +580,9 @@ def print_goals(results):
 
 
 def write_json(path, results, args):
-    doc = {"nodes": args.nodes, "forks": args.forks, "provision_check_mode": True,
+    doc = {"nodes": args.nodes, "forks": args.forks,
            "provision_trim": PROVISION_TRIM, "provision_vars": {k: v for k, (v, _why) in PROVISION_VARS.items()},
+           "converged_vars": {k: v for k, (v, _why) in CONVERGED_VARS.items()},
            "goals": {"n": GOAL_N, "cpu_per_node_s": GOAL_CPU, "event_kb_per_node": GOAL_KB, "flat": FLAT},
            "runs": {str(n): {k: {f: v for f, v in job.items() if f != "artifacts"} for k, job in runs.items()}
                     for n, runs in results.items()}}
@@ -564,9 +608,10 @@ def main():
                 write_json(args.json, results, args)
         print_table(results)
         print_costly(results)
-        print_costly(results, "provision")
+        print_costly(results, "prov-check")
         print_provision_notes(results)
         print_goals(results)
+        print_converged_goals(results)
         if args.json:
             write_json(args.json, results, args)
             print("\nfigures written to %s" % args.json)
