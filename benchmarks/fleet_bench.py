@@ -347,13 +347,15 @@ def host_failures(events):
 
 def changed_tasks(events):
     """Tasks that report changed (or would, in --check) on a node, with the number of hosts. Results
-    delegated to the controller (the report files of this run's new report folder) are not the node's."""
+    delegated to the controller, and the gate's (changed: it wrote report files on the controller, in
+    this run's new report folder), are not the node's."""
     delegated = {(e["event_data"].get("host"), e["event_data"].get("task_uuid")) for e in events
                  if "_ansible_delegated_vars" in ((e.get("event_data") or {}).get("res") or {})}
     out = collections.Counter()
     for event in events:
         data = event.get("event_data") or {}
-        if (event["event"] == "runner_on_ok" and (data.get("res") or {}).get("changed") and data.get("host")
+        res = data.get("res") or {}
+        if (event["event"] == "runner_on_ok" and res.get("changed") and data.get("host") and "report_files" not in res
                 and (data["host"], data.get("task_uuid")) not in delegated):
             out[data.get("task")] += 1
     return out

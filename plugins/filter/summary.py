@@ -58,6 +58,7 @@ def node_state(hostvars, host, active):
                                "records task and message)")
     elif isinstance(report, dict) and report.get("status") in ("pass", "fail"):
         entry["status"] = "READY" if report["status"] == "pass" else "QUARANTINED"
+        entry["converged"] = bool(report.get("converged"))   # provision.yml: nothing washed, its gate the first call
         entry["profile"] = report.get("profile")
         entry["checks"] = [dict(id=c.get("id"), status=c.get("status"), remedy=_short(c.get("remedy") or "", 400),
                                 reason=_short(c.get("reason") or "", 400))
@@ -110,7 +111,9 @@ def render(nodes, run):
     rebooted = [n for n in nodes if n["rebooted"]]
     pending = [n for n in nodes if n["reboot_pending"]]
     head = ", ".join("%s %d" % (s, len(v)) for s, v in by.items() if v or s != "NOT GATED")
-    lines = ["gpufleet summary: %d node(s): %s; rebooted %d" % (len(nodes), head, len(rebooted))]
+    converged = [n for n in nodes if n.get("converged")]
+    lines = ["gpufleet summary: %d node(s): %s; rebooted %d%s" % (
+        len(nodes), head, len(rebooted), "; converged %d (nothing washed)" % len(converged) if converged else "")]
     lines.append("READY        %s" % _names(by["READY"]))
     for status, width in (("QUARANTINED", 13), ("FAILED", 13), ("NOT GATED", 13)):
         group = by[status]
@@ -186,6 +189,7 @@ def run_summary(hostvars, nodes, active=None, controller="localhost"):
         quarantined=dict((e["node"], [c["id"] for c in e["checks"]]) for e in entries if e["status"] == "QUARANTINED"),
         failed=dict((e["node"], {"task": e["task"], "msg": _short(e["msg"], 400)}) for e in entries if e["status"] == "FAILED"),
         rebooted=[e["node"] for e in entries if e["rebooted"]],
+        converged=[e["node"] for e in entries if e.get("converged")],
         reboot_pending=[e["node"] for e in entries if e["reboot_pending"]],
         report_dir=run["report_dir"], report_url=run["report_url"], fabric_dest=run["fabric_dest"],
         anomalies=run["anomalies"], text=lines)

@@ -56,6 +56,16 @@ def test_stats_for_the_job_artifacts():
     assert stats["rebooted"] == ["gpu001"] and stats["reboot_pending"] == ["gpu003"]
 
 
+def test_converged_nodes_are_ready_and_counted_apart():
+    hostvars = {"gpu001": {"__validate_result": dict(report("pass"), converged=True)},
+                "gpu002": {"__validate_result": dict(report("pass"), converged=True)},
+                "gpu003": {"__validate_result": report("pass"), "gpufleet_rebooted": True}}
+    out = summary.run_summary(hostvars, ["gpu001", "gpu002", "gpu003"])
+    assert out["lines"][0] == "gpufleet summary: 3 node(s): READY 3, QUARANTINED 0, FAILED 0; rebooted 1; converged 2 (nothing washed)"
+    assert out["stats"]["converged"] == ["gpu001", "gpu002"] and out["stats"]["ready"] == ["gpu001", "gpu002", "gpu003"]
+    assert summary.run_summary(HOSTVARS, NODES)["stats"]["converged"] == []
+
+
 def test_a_node_gone_without_a_recorded_cause_is_failed_and_says_where_to_look():
     out = summary.run_summary({"gpu001": {}}, ["gpu001"], [])
     assert out["lines"][3].startswith("FAILED       gpu001: task 'unknown task': see the failed task above")
