@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The desired state's digest for the converged stamp (docs/roles.md section 6; docs in desired_digest.yml)."""
+"""The desired state's digest for the converged stamp (docs/roles.md section 6; docs in desired_digest.yml).
+One filter per file, named as the file: Ansible resolves it without loading every filter file."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -12,8 +13,6 @@ import json
 import os
 
 from ansible.errors import AnsibleFilterError
-
-from ansible_collections.gpufleet.provision.plugins.module_utils._node.parsers import hostlist
 
 # The collection's folders whose files decide what a run does (three folders above this file).
 COLLECTION = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -56,25 +55,6 @@ def desired_digest(profile, role_vars=None):
     return "sha256:" + digest.hexdigest()
 
 
-def converged_lines(results, hosts):
-    """The converged question's results (one per host, in ``hosts`` order) -> the play's lines: the
-    converged nodes as one hostlist, then each node to wash with its first reasons."""
-    if not isinstance(results, (list, tuple)) or not isinstance(hosts, (list, tuple)) or len(results) != len(hosts):
-        raise AnsibleFilterError("converged_lines: expected one result per host, got %r for %r" % (results, hosts))
-    done = [h for h, r in zip(hosts, results) if isinstance(r, dict) and r.get("converged")]
-    lines = []
-    if done:
-        lines.append("converged: %s (%d): green and unchanged since the last green run; nothing to wash, no reboot,"
-                     " this was their gate" % (hostlist(done), len(done)))
-    for host, result in zip(hosts, results):
-        if host in done:
-            continue
-        result = result if isinstance(result, dict) else {}
-        reasons = result.get("converged_reasons") or [result.get("skip_reason") or "not asked"]
-        lines.append("wash: %s: %s" % (host, "; ".join(reasons[:3])))
-    return lines
-
-
 class FilterModule(object):
     def filters(self):
-        return {"desired_digest": desired_digest, "converged_lines": converged_lines}
+        return {"desired_digest": desired_digest}

@@ -1,10 +1,10 @@
-"""desired_digest (profile, role variables, the collection's files) and converged_lines: by hand."""
+"""desired_digest: the profile, the role variables, the collection's files; expectations by hand."""
 import os
 
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.provision.plugins.filter import converged as flt
+from ansible_collections.gpufleet.provision.plugins.filter import desired_digest as flt
 
 PROFILE = {"name": "hgx-h100", "memory": {"thp": "never"}}
 
@@ -41,17 +41,3 @@ def test_desired_digest_bad_input_names_the_cause():
         flt.desired_digest("hgx-h100")
     with pytest.raises(AnsibleFilterError, match="role_vars must be a mapping"):
         flt.desired_digest(PROFILE, ["tuning_thp"])
-
-
-def test_converged_lines_hostlist_then_each_node_to_wash():
-    results = [{"converged": True}, {"converged": True}, {"converged": False, "converged_reasons": ["a", "b", "c", "d"]},
-               {"skipped": True, "skip_reason": "Conditional result was False"}]
-    assert flt.converged_lines(results, ["gpu001", "gpu002", "gpu003", "gpu004"]) == [
-        "converged: gpu[001-002] (2): green and unchanged since the last green run; nothing to wash, no reboot,"
-        " this was their gate",
-        "wash: gpu003: a; b; c",
-        "wash: gpu004: Conditional result was False",
-    ]
-    assert flt.converged_lines([{}], ["gpu001"]) == ["wash: gpu001: not asked"]
-    with pytest.raises(AnsibleFilterError, match="one result per host"):
-        flt.converged_lines([{}], ["gpu001", "gpu002"])
