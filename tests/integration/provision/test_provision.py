@@ -129,8 +129,9 @@ def test_clean_twin_with_only_run_time_drift_is_never_rebooted(lab):
 
 
 def test_drift_on_a_converged_twin_is_washed_not_skipped(lab):
-    """The converged stamp never hides drift: an edited file provisioning manages, then run-time drift
-    the gate sees, each sends twin4 through the washing machine, which puts it right and stamps it."""
+    """The converged stamp never hides drift: an edited file provisioning manages, run-time drift the
+    gate sees, packages that lost their holds: each sends twin4 through the washing machine, which
+    puts it right without a reboot and stamps it; then the next run is converged again."""
     out = os.path.join(lab.base, "twin4-drift-out")
     lab.ssh("twin4", "echo 'vm.nr_hugepages = 0' >>/etc/sysctl.d/90-gpufleet-tuning.conf")
     edited = lab.provision(limit="twin4", extra={"gpufleet_lab_output": out})
@@ -145,6 +146,17 @@ def test_drift_on_a_converged_twin_is_washed_not_skipped(lab):
     assert "wash: twin4: the gate is red: memory.thp" in text, text[:3000]
     assert lab.facts("twin4")["twin4"]["kernel"]["thp"]["enabled"] == "never"
     assert _report(out, "twin4")["memory.thp"]["status"] == "pass"
+    # a node whose driver is loaded and right but whose packages lost their holds (issue 26 part 2):
+    # the package database moved, so it is washed; the holds come back, and nothing reboots
+    boot = lab.boot_id("twin4")
+    lab.ssh("twin4", "apt-mark unhold nvidia-driver-550-server nvidia-fabricmanager-550 >/dev/null")
+    unheld = lab.provision(limit="twin4", extra={"gpufleet_lab_output": out})
+    assert unheld.returncode == 0, unheld.stdout[-4000:]
+    text = _provisioning(unheld)
+    assert "wash: twin4: files provisioning manages changed since the last green run" in text, text[:3000]
+    assert "reboot: twin4 needs no reboot" in text and lab.boot_id("twin4") == boot
+    holds = lab.ssh("twin4", "apt-mark showhold").stdout.split()
+    assert "nvidia-driver-550-server" in holds and "nvidia-fabricmanager-550" in holds, holds
     calm = lab.provision(limit="twin4", extra={"gpufleet_lab_output": out})
     assert calm.returncode == 0 and _converged(_provisioning(calm)) == ["twin4"], calm.stdout[-3000:]
 
