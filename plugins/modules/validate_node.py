@@ -184,13 +184,13 @@ options:
     type: str
   converged_stamp:
     description:
-      - The path on the node of its converged stamp (C(/var/lib/gpufleet/converged.json) in
-        provision.yml): what the node looked like at the end of its last green provisioning run.
+      - The path on the node of its converged stamp, what the node looked like at the end of its last
+        green provisioning run (provision.yml uses C(/var/lib/gpufleet/converged.json)).
       - Without O(write_stamp), asks whether the node is converged. The node compares the stamp with
         O(desired_digest), the stat lines of every file provisioning manages, its boot id and kernel;
         any difference returns RV(converged=false) with the reasons at once, without evaluating a
         check, writing a report or joining a group. When they match, the gate runs as always and the
-        node is converged when it is green and every check that passed at the stamp still passes:
+        node is converged when it is green and every check that passed at the stamp still passes;
         then the reports are written and the node joins O(converged_group) (a child of O(ready_group)).
         Otherwise RV(converged=false), no report, no group (the washing machine and its gate follow).
       - With O(write_stamp), the gate runs as always and a green node's stamp is written there.
@@ -198,7 +198,7 @@ options:
   desired_digest:
     description:
       - The digest of the desired state the stamp is compared with or written with (filter
-        C(gpufleet.provision.desired_digest): the profile, the role variables, the collection's files).
+        C(gpufleet.provision.desired_digest) of the profile, the role variables and the collection's files).
         Required with O(converged_stamp).
     type: str
   write_stamp:
