@@ -241,8 +241,11 @@ def run_job(pdd, ident, inventory, forks, **how):
     # one file per private data dir, emptied before each job: ansible-runner keeps the first job's
     # envvars in <pdd>/env/envvars and gives them to the later jobs of the same folder
     node_cpu = os.path.join(pdd, "node-cpu.txt")
-    if os.path.exists(node_cpu):
-        os.unlink(node_cpu)
+    # and ansible-runner keeps a job's env/cmdline (--check) and env/extravars for the later jobs of
+    # the same folder: each job writes its own
+    for path in (node_cpu, os.path.join(pdd, "env", "cmdline"), os.path.join(pdd, "env", "extravars")):
+        if os.path.exists(path):
+            os.unlink(path)
     spec = dict(private_data_dir=pdd, project_dir=REPO, ident=ident, inventory=inventory, forks=forks,
                 envvars={"ANSIBLE_NOCOLOR": "1", "ANSIBLE_DEPRECATION_WARNINGS": "false", NODE_CPU_ENV: node_cpu}, **how)
     spec_path = os.path.join(pdd, "spec-%s.json" % ident)
