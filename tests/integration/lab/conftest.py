@@ -96,6 +96,20 @@ class Lab:
         assert proc.returncode == 0, "%s failed:\n%s\n%s" % (name, proc.stdout[-6000:], proc.stderr[-2000:])
         return proc
 
+    def provision(self, *args, extra=None, limit=None, timeout=1800):
+        """ansible-playbook playbooks/provision.yml [args] against the test lab: the CompletedProcess
+        (``seconds``: its wall time); the caller asserts on it."""
+        cmd = [os.path.join(VENV_BIN, "ansible-playbook"), "-i", self.inventory_dir,
+               os.path.join(REPO, "playbooks", "provision.yml")] + list(args)
+        if limit:
+            cmd += ["--limit", limit]
+        if extra:
+            cmd += ["-e", json.dumps(extra)]
+        t0 = time.time()
+        proc = subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=timeout, cwd=self.base)
+        proc.seconds = time.time() - t0
+        return proc
+
     def facts(self, limit="all"):
         """ansible_facts.gpufleet of each twin, collected by node_facts through the twin's hardware root."""
         out = os.path.join(self.base, "facts-%d" % time.monotonic_ns())

@@ -5,10 +5,7 @@ GPUFLEET_LABTEST_PREFIX), with one change to the default inventory: twin1's only
 GRUB, hugepage, THP and NUMA balancing faults. Run this folder alone to get one lab for all of it."""
 import glob
 import importlib.util
-import json
 import os
-import subprocess
-import time
 
 import pytest
 import yaml
@@ -38,19 +35,6 @@ class ProvisionLab(_LAB.Lab):
         self.hosts["twin1"]["gpufleet_lab_twin"] = twin1
         with open(path, "w") as handle:
             yaml.safe_dump(inv, handle, sort_keys=False)
-
-    def provision(self, *args, extra=None, limit=None, timeout=1800):
-        """ansible-playbook playbooks/provision.yml [args] against the test lab: the CompletedProcess."""
-        cmd = [os.path.join(_LAB.VENV_BIN, "ansible-playbook"), "-i", self.inventory_dir,
-               os.path.join(REPO, "playbooks", "provision.yml")] + list(args)
-        if limit:
-            cmd += ["--limit", limit]
-        if extra:
-            cmd += ["-e", json.dumps(extra)]
-        t0 = time.time()
-        proc = subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=timeout, cwd=self.base)
-        proc.seconds = time.time() - t0
-        return proc
 
     def snapshot(self, host):
         """Everything check mode must leave alone on a twin and at its BMC."""
