@@ -178,6 +178,18 @@ def port_open(port):
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
+def lab_of(cls, tmp_path_factory):
+    """The lab fixture's steps with another Lab class (a test folder's own inventory): a generator
+    for that folder's ``lab`` fixture (``yield from``); the module's Lab is restored at the end."""
+    global Lab
+    original = Lab
+    Lab = cls
+    try:
+        yield from lab.__wrapped__(tmp_path_factory)
+    finally:
+        Lab = original
+
+
 @pytest.fixture(scope="session")
 def lab(tmp_path_factory):
     if os.geteuid() != 0:

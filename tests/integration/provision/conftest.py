@@ -58,14 +58,4 @@ class ProvisionLab(_LAB.Lab):
 @pytest.fixture(scope="session")
 def lab(tmp_path_factory):
     """The private test lab with twin1 on the older kernel (see the module docstring)."""
-    original = _LAB.Lab
-    _LAB.Lab = ProvisionLab
-    try:
-        gen = _LAB.lab.__wrapped__(tmp_path_factory) if hasattr(_LAB.lab, "__wrapped__") else None
-        if gen is None:
-            raise RuntimeError("lab fixture is not a plain generator function")
-        handle = next(gen)
-        yield handle
-        next(gen, None)
-    finally:
-        _LAB.Lab = original
+    yield from _LAB.lab_of(ProvisionLab, tmp_path_factory)

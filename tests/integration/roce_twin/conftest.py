@@ -55,14 +55,4 @@ class RoceLab(_LAB.Lab):
 @pytest.fixture(scope="session")
 def lab(tmp_path_factory):
     """The private RoCE lab (see the module docstring), torn down at the end."""
-    original = _LAB.Lab
-    _LAB.Lab = RoceLab
-    try:
-        gen = _LAB.lab.__wrapped__(tmp_path_factory) if hasattr(_LAB.lab, "__wrapped__") else None
-        if gen is None:
-            raise RuntimeError("lab fixture is not a plain generator function")
-        handle = next(gen)
-        yield handle
-        next(gen, None)
-    finally:
-        _LAB.Lab = original
+    yield from _LAB.lab_of(RoceLab, tmp_path_factory)
