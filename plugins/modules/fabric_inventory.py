@@ -94,7 +94,7 @@ options:
     type: int
   rail_plans:
     description:
-      - The RoCE rail addressing plan per host (the P(gpufleet.provision.rail_plans#filter) filter): each RoCE host's
+      - The RoCE rail addressing plan per host (the P(gpufleet.provision.rail_plans#filter) filter); each RoCE host's
         planned addresses (address/prefix, gateway, routes where routed) go into fabric.json as C(roce.addresses).
       - A host without a plan has C(roce.addresses) null.
     type: dict
