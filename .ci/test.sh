@@ -52,10 +52,10 @@ step pytest-a "$BIN/pytest" -q tests/unit tests/lab tests/integration/lab tests/
 pids=$!
 step pytest-b "$BIN/pytest" -q tests/integration/provision tests/integration/devices tests/integration/roce tests/integration/image &
 pids="$pids $!"
-step pytest-c "$BIN/pytest" -q tests/integration/drivers tests/integration/awx tests/integration/guest &
+step pytest-c "$BIN/pytest" -q tests/integration/drivers tests/integration/awx tests/integration/guest tests/integration/roce_twin &
 pids="$pids $!"
 # every test folder is in exactly one of the three (a new folder must be added above)
-missing=$(cd tests && ls -d unit lab integration/* | grep -vxE 'unit|lab|integration/(lab|fabric|redfish|validate|provision|devices|drivers|awx|guest|roce|image)|integration/__pycache__|integration/conftest.py' || true)
+missing=$(cd tests && ls -d unit lab integration/* | grep -vxE 'unit|lab|integration/(lab|fabric|redfish|validate|provision|devices|drivers|awx|guest|roce|roce_twin|image)|integration/__pycache__|integration/conftest.py' || true)
 if [ -n "$missing" ]; then echo "ci: test folders in no pytest step: $missing"; echo 1 >"$LOGS/pytest-folders.rc"; echo 0 >"$LOGS/pytest-folders.time"; fi
 static
 wait $pids

@@ -128,7 +128,10 @@ def ensure_image():
     proc = subprocess.run(["bash", os.path.join(LAB, "image", "build.sh"), ref], timeout=900)
     if proc.returncode != 0:
         raise LabError("image build failed (lab/image/build.sh exit %d)" % proc.returncode)
-    # Older twin images are dead weight (about 200 MB each); one still used by a container stays.
+    # Older twin images are dead weight (about 200 MB each); one still used by a container stays. A
+    # test lab (its own prefix) leaves them: other checkouts' labs on this machine may boot from them.
+    if PREFIX != "gpufleet-lab-":
+        return ref, True
     old = podman("images", "--format", "{{.Repository}}:{{.Tag}}", "localhost/gpufleet-twin", check=False).stdout.split()
     for other in old:
         if other != ref:
@@ -513,6 +516,26 @@ def container_state(name):
     return proc.stdout.strip() if proc.returncode == 0 else None
 
 
+def model_spec(spec):
+    """The twin's hardware model (lab/hw/models/<model>.yml)."""
+    path = os.path.join(LAB, "hw", "models", spec.get("model", "hgx-h100") + ".yml")
+    try:
+        with open(path) as handle:
+            return yaml.safe_load(handle) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise LabError("twin %s: hardware model %s: %s" % (spec["name"], path, exc))
+
+
+def network_options(spec):
+    """slirp4netns: a network namespace of its own, one loopback port forwarded, no host firewall rules.
+    A RoCE model (``netdev_attrs``) also gets CAP_NET_ADMIN in that namespace: its boot makes the rails
+    as real interfaces (lab/twin/rails.py) and the roce role's ``ip`` changes them."""
+    options = ["--network", "slirp4netns:port_handler=slirp4netns", "-p", "127.0.0.1:%d:22" % spec["ssh_port"]]
+    if model_spec(spec).get("netdev_attrs"):
+        options += ["--cap-add", "NET_ADMIN"]
+    return options
+
+
 def create_twin(spec, ref):
     name = spec["name"]
     folder = twin_config(spec)
@@ -520,8 +543,7 @@ def create_twin(spec, ref):
            "--label", "%s.prefix=%s" % (LABEL, PREFIX),
            "--annotation", "gpufleet.lab.twin=" + name, "--annotation", "gpufleet.lab.state=" + STATE,
            "--systemd=always", "--restart=always",
-           # slirp4netns: a network namespace of its own, one loopback port forwarded, no host firewall rules.
-           "--network", "slirp4netns:port_handler=slirp4netns", "-p", "127.0.0.1:%d:22" % spec["ssh_port"],
+           *network_options(spec),
            "-v", "%s:/opt/gpufleet-lab/lab:ro" % LAB,
            "-v", "%s:/srv/gpufleet-repo:ro" % ensure_repo(),
            "-v", "%s:/etc/gpufleet-twin:ro" % folder,

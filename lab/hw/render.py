@@ -423,31 +423,43 @@ def _netdev_state(dev, state):
 
 def _netdevs(w, devices, state):
     """Ethernet ports (model ``netdev_attrs``): the GID table of port 1, the netdev's attributes and
-    the kernel's IPv4 view of it (proc/net/route and proc/net/fib_trie, read by the facts)."""
-    routes, locals_ = [], []
+    the kernel's IPv4 view of it (proc/net/route and proc/net/fib_trie, read by the facts).
+    Returns the ports written ({name, ibdir, ndir, mac, ipv4, mtu, speed, operstate}): a twin's
+    boot and its lab/twin/rails.py mirror rewrite them from the real interfaces with netdev_view."""
+    ports = []
     for dev in (d for d in devices if d["kind"] == "nic" and d.get("link_layer", "InfiniBand") == "Ethernet"):
         nd = _netdev_state(dev, state)
         ibdir = dev["devdir"] + "/infiniband/" + dev["name"]
         guid = open(os.path.join(w.dest, ibdir, "node_guid")).read().strip()
-        mac = _mac(guid)
-        entries = [(_link_local_gid(mac), "IB/RoCE v1"), (_link_local_gid(mac), "RoCE v2")]
+        ports.append(dict(nd, ibdir=ibdir, ndir="%s/net/%s" % (dev["devdir"], nd["name"]), mac=_mac(guid)))
+    netdev_view(w, ports)
+    return ports
+
+
+def netdev_view(w, ports):
+    """Write each port's GID table, netdev attributes and class link, and the route/fib_trie files."""
+    routes, locals_ = [], []
+    for nd in ports:
+        entries = [(_link_local_gid(nd["mac"]), "IB/RoCE v1"), (_link_local_gid(nd["mac"]), "RoCE v2")]
         for cidr in nd["ipv4"]:
             entries += [(_ipv4_gid(cidr), "IB/RoCE v1"), (_ipv4_gid(cidr), "RoCE v2")]
             routes.append((nd["name"], cidr))
             locals_.append(cidr)
-        pdir = ibdir + "/ports/1"
+        pdir = nd["ibdir"] + "/ports/1"
         for index in range(GID_TABLE_SIZE):
             gid, kind = entries[index] if index < len(entries) else (_gid([0] * 8), None)
             w.file("%s/gids/%d" % (pdir, index), gid)
-            if kind:   # an unused entry's type and ndev cannot be read (EINVAL): absent here
-                w.file("%s/gid_attrs/types/%d" % (pdir, index), kind)
-                w.file("%s/gid_attrs/ndevs/%d" % (pdir, index), nd["name"])
-        ndir = "%s/net/%s" % (dev["devdir"], nd["name"])
-        w.file(ndir + "/mtu", str(nd["mtu"]), mode=0o644)
-        w.file(ndir + "/speed", str(nd["speed"]))
-        w.file(ndir + "/operstate", nd["operstate"])
-        w.file(ndir + "/address", mac)
-        w.link("sys/class/net/" + nd["name"], ndir)
+            for attr in ("types", "ndevs"):   # an unused entry's type and ndev cannot be read (EINVAL): absent
+                path = os.path.join(w.dest, "%s/gid_attrs/%s/%d" % (pdir, attr, index))
+                if kind:
+                    w.file("%s/gid_attrs/%s/%d" % (pdir, attr, index), kind if attr == "types" else nd["name"])
+                elif os.path.lexists(path):
+                    os.unlink(path)
+        w.file(nd["ndir"] + "/mtu", str(nd["mtu"]), mode=0o644)
+        w.file(nd["ndir"] + "/speed", str(nd["speed"]))
+        w.file(nd["ndir"] + "/operstate", nd["operstate"])
+        w.file(nd["ndir"] + "/address", nd["mac"])
+        w.link("sys/class/net/" + nd["name"], nd["ndir"])
     w.file("proc/net/route", proc_net_route(routes))
     w.file("proc/net/fib_trie", proc_net_fib_trie(locals_))
 

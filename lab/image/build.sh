@@ -12,8 +12,10 @@ mirror=${GPUFLEET_LAB_MIRROR:-http://deb.debian.org/debian}
 suite=bookworm
 # What a provisioned GPU node needs for Ansible and our roles: python3 (+apt, +debian, +yaml for the
 # renderer), systemd + dbus, openssh-server (the lab reaches twins over SSH on loopback), procps;
-# lldpd (Debian's): the fabric role's collect entry point reads `lldpcli -f json show neighbors` on nodes.
-include=systemd,systemd-sysv,dbus,python3,python3-apt,python3-debian,python3-yaml,openssh-server,procps,kmod,ca-certificates,sudo,less,lldpd
+# lldpd (Debian's): the fabric role's collect entry point reads `lldpcli -f json show neighbors` on nodes;
+# iproute2 and ifupdown: the roce role's `ip` on a RoCE twin's real rail interfaces (lab/twin/rails.py) and
+# its persistent rail configuration (/etc/network/interfaces.d, brought up by networking.service at boot).
+include=systemd,systemd-sysv,dbus,python3,python3-apt,python3-debian,python3-yaml,openssh-server,procps,kmod,ca-certificates,sudo,less,lldpd,iproute2,ifupdown
 
 work=$(mktemp -d /var/tmp/gpufleet-twin-rootfs.XXXXXX)
 trap 'rm -rf "$work"' EXIT
@@ -45,6 +47,11 @@ install -D -m 0755 "$here/files/modinfo" "$rootfs/usr/local/sbin/modinfo"
 install -D -m 0755 "$here/files/modprobe" "$rootfs/usr/local/sbin/modprobe"
 install -D -m 0755 "$here/files/uname" "$rootfs/usr/local/bin/uname"
 install -D -m 0644 "$here/files/twin-boot.service" "$rootfs/etc/systemd/system/twin-boot.service"
+for unit in twin-rails-mirror.service twin-leaves.service; do
+  install -D -m 0644 "$here/files/$unit" "$rootfs/etc/systemd/system/$unit"
+  mkdir -p "$rootfs/etc/systemd/system/multi-user.target.wants"
+  ln -sf "/etc/systemd/system/$unit" "$rootfs/etc/systemd/system/multi-user.target.wants/$unit"
+done
 install -D -m 0644 "$here/files/sshd-twin.conf" "$rootfs/etc/ssh/sshd_config.d/twin.conf"
 install -D -m 0644 "$here/files/grub-default" "$rootfs/etc/default/grub"
 mkdir -p "$rootfs/etc/default/grub.d" "$rootfs/boot/grub" "$rootfs/srv/gpufleet-repo" "$rootfs/opt/gpufleet-lab" \

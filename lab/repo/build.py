@@ -39,6 +39,7 @@ PRECOMPILED = [("550", "550.90.07", "6.8.0-45-generic", "6.8.0-45.45~22.04.1+1")
 NVIDIA_MODULES = "nvidia nvidia-modeset nvidia-uvm nvidia-peermem"
 # (MLNX_OFED release, mlnx-ofed-kernel Debian version, doca-ofed version) -- doca-ofed numbers *unverified*
 INFINIBAND_DIAGS = "2307mlnx47-1.2310119"  # as MLNX_OFED 23.10 names it (*unverified*)
+MLNX_TOOLS = "23.10-0.2310119"             # mlnx-tools of MLNX_OFED 23.10 (mlnx_qos) (*unverified*)
 OFED_MODULES = "mlx5_core mlx5_ib ib_core ib_uverbs mlx_compat"
 OFED = [("23.10-1.1.9.0", "23.10.OFED.23.10.1.1.9.1-1", "2.5.0-0.0.1"),
         ("24.04-0.7.0.0", "24.04.OFED.24.04.0.7.0.1-1", "2.7.0-0.0.1")]
@@ -202,6 +203,12 @@ def packages():
         "files": {"/usr/sbin/ibnetdiscover": (0o755, _stand_in("ibnetdiscover", DEBVERSION=INFINIBAND_DIAGS))},
     })
     out.extend(device_tools())
+    out.append({
+        # what the roce role runs on a RoCE twin's real rail interfaces (lab/twin/rails.py)
+        "Package": "mlnx-tools", "Version": MLNX_TOOLS, "Section": "net",
+        "Description": "mlnx_qos stand-in keeping a RoCE twin's QoS per interface -- gpufleet lab dummy",
+        "files": {"/usr/bin/mlnx_qos": (0o755, _stand_in("mlnx_qos"))},
+    })
     return out
 
 

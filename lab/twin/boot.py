@@ -257,14 +257,19 @@ def boot_devices():
     return nic_fw, nvme_fw
 
 
-def load_renderer():
-    path = os.path.join(LAB, "hw", "render.py")
+def load_lab_module(name, folder="twin"):
+    path = os.path.join(LAB, folder, name + ".py")
     if not os.path.exists(path):
         return None
-    spec = importlib.util.spec_from_file_location("twin_render", path)
+    spec = importlib.util.spec_from_file_location("twin_" + name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.render
+    return module
+
+
+def load_renderer():
+    module = load_lab_module("render", "hw")
+    return module.render if module is not None else None
 
 
 def minimal_view(state, dest):
@@ -323,7 +328,10 @@ def boot():
             raise BootError("hardware model %s not found (twin.yml model: %s)" % (model_path, model_name))
         with open(model_path) as handle:
             model = yaml.safe_load(handle)
-        render(model, state, tmp)
+        devices = render(model, state, tmp)
+        if model.get("netdev_attrs"):
+            # RoCE rails as real interfaces (veth pairs to the leaves' ports), the view following them
+            state["rails"] = [r["netdev"] for r in load_lab_module("rails").setup(devices, state, tmp)]
     else:
         print("twin-boot: %s/hw/render.py absent: minimal view only (cmdline, kernel, driver, boot id)"
               % LAB, file=sys.stderr)

@@ -51,6 +51,25 @@ def rail_fleet_check(profile, hostvars, hosts):
         raise AnsibleFilterError("rail_fleet_check: %s" % exc)
 
 
+def rail_plans(profile, hostvars, hosts):
+    """profile | rail_plans(hostvars, groups['gpu']) -> {host: plan} of every host with an index (the
+    fabric inventory's planned addresses, fabric.json ``nodes.<host>.roce.addresses``); {} without a
+    roce.addressing section. A host without an index has no plan (the roce role's preflight says so)."""
+    profile = _profile(profile, "rail_plans")
+    try:
+        spec = _desired.derive("roce_addressing", profile)
+    except _desired.DesiredError as exc:
+        raise AnsibleFilterError("rail_plans: %s" % exc)
+    out = {}
+    for host in (hosts or []) if spec is not None else []:
+        variables = hostvars[host] if host in hostvars else {}
+        index = variables.get(spec["key"])
+        if index is None or index == "":
+            continue
+        out[host] = rail_addresses(profile, host, index, pinned=variables.get(PINNED_VAR))
+    return out
+
+
 class FilterModule(object):
     def filters(self):
-        return {"rail_addresses": rail_addresses, "rail_fleet_check": rail_fleet_check}
+        return {"rail_addresses": rail_addresses, "rail_fleet_check": rail_fleet_check, "rail_plans": rail_plans}

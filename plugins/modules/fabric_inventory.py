@@ -92,6 +92,13 @@ options:
         written as C(NCCL_IB_TC) for hosts with RoCE rails (LLDP). Their C(NCCL_IB_GID_INDEX) comes from node facts
         (the index of the RoCE v2 IPv4 GID, when the same on every rail).
     type: int
+  rail_plans:
+    description:
+      - The RoCE rail addressing plan per host (the P(gpufleet.provision.rail_plans#filter) filter); each RoCE host's
+        planned addresses (address/prefix, gateway, routes where routed) go into fabric.json as C(roce.addresses).
+      - A host without a plan has C(roce.addresses) null.
+    type: dict
+    default: {}
   per_node_files:
     description:
       - Also write one label patch per node under C(labels/) and one NCCL file per node under C(nccl/).
@@ -307,7 +314,7 @@ def build(params):
     doc = _fabric.analyze(captures, nodes=nodes, lldp=lldp, plan=plan,
                           suspicious_hostnames=params["suspicious_hostnames"],
                           non_compute_patterns=params["non_compute_patterns"], accept=params["accept"],
-                          roce_tc=params["nccl_ib_tc"])
+                          roce_tc=params["nccl_ib_tc"], rail_plans=params["rail_plans"])
     # The document lives until the process ends and holds no garbage: set its 10^6 objects aside
     # so that the collector does not walk them again while the outputs are written.
     if hasattr(gc, "freeze"):
@@ -369,6 +376,7 @@ def main():
             block_sizes=dict(type="list", elements="int", default=[]),
             accept=dict(type="list", elements="str", default=[]),
             nccl_ib_tc=dict(type="int"),
+            rail_plans=dict(type="dict", default={}),
             per_node_files=dict(type="bool", default=False),
             samples=dict(type="int", default=3),
             suspicious_hostnames=dict(type="list", elements="str", default=list(_fabric.DEFAULT_SUSPICIOUS_HOSTNAMES)),

@@ -52,7 +52,7 @@ class Model(object):
     """
 
     def __init__(self, nodes=None, lldp=None, plan=None, suspicious_hostnames=DEFAULT_SUSPICIOUS_HOSTNAMES,
-                 non_compute_patterns=DEFAULT_NON_COMPUTE_PATTERNS, accept=(), roce_tc=None):
+                 non_compute_patterns=DEFAULT_NON_COMPUTE_PATTERNS, accept=(), roce_tc=None, rail_plans=None):
         nodes = nodes or {}
         lldp = lldp or {}
         if not isinstance(nodes, dict):
@@ -72,6 +72,10 @@ class Model(object):
         if roce_tc is not None and (not isinstance(roce_tc, int) or isinstance(roce_tc, bool) or not 0 <= roce_tc <= 255):
             raise FabricError("roce_tc: the RDMA traffic class (NCCL_IB_TC, the TOS byte) is an integer 0-255, got %r" % (roce_tc,))
         self.roce_tc = roce_tc
+        if not isinstance(rail_plans or {}, dict):
+            raise FabricError("rail_plans: expected a mapping of host name to its rail plan (rail_plans filter), got %s"
+                              % type(rail_plans).__name__)
+        self.rail_plans = rail_plans or {}
         self.anomalies = []
         self.warnings = []
         self.sources = []

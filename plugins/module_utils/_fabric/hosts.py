@@ -179,7 +179,20 @@ def node_facts(m):
         out["pairs"] = facts.get("pairs") or None
         out["siblings"] = (facts.get("cpu") or {}).get("siblings") or None
         if "roce" in out["segments"]:
-            out["roce"] = {"gid_index": roce_gid_index(facts, out["rails"]), "tc": m.roce_tc}
+            out["roce"] = {"gid_index": roce_gid_index(facts, out["rails"]), "tc": m.roce_tc,
+                           "addresses": planned_addresses(m.rail_plans.get(host), facts)}
+
+
+def planned_addresses(plan, facts):
+    """The host's rail plan as fabric.json lists it: [{rail, interface, cidr, gateway, routes}] in rail
+    order (the interface from the plan, else the netdev of the rail's NIC in the facts); None: no plan."""
+    if not isinstance(plan, dict):
+        return None
+    netdevs = dict((n.get("rail"), (n.get("netdevs") or [None])[0]) for n in facts.get("nics") or []
+                   if isinstance(n, dict) and n.get("role") == "rail")
+    return [{"rail": r["rail"], "interface": r.get("interface") or netdevs.get(r["rail"]), "cidr": r["cidr"],
+             "gateway": r.get("gateway"), "routes": list(r.get("routes") or [])}
+            for r in sorted(plan.get("rails") or [], key=lambda r: r["rail"])]
 
 
 def roce_gid_index(facts, rails):

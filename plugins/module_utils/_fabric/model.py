@@ -47,7 +47,7 @@ from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.verdict
 
 
 def analyze(captures, nodes=None, lldp=None, plan=None, suspicious_hostnames=DEFAULT_SUSPICIOUS_HOSTNAMES,
-            non_compute_patterns=DEFAULT_NON_COMPUTE_PATTERNS, accept=(), roce_tc=None):
+            non_compute_patterns=DEFAULT_NON_COMPUTE_PATTERNS, accept=(), roce_tc=None, rail_plans=None):
     """Build the fabric document.
 
     captures: list of ``ibnetdiscover.parse`` results (one per fabric segment).
@@ -56,6 +56,7 @@ def analyze(captures, nodes=None, lldp=None, plan=None, suspicious_hostnames=DEF
     plan: cabling plan dict (see docs/fabric.md) or None.
     accept: anomaly ids (or shell patterns of ids) the operator accepts: they quarantine no host.
     roce_tc: the RDMA traffic class of RoCE rails (the profile's roce.qos.tos): NCCL_IB_TC of RoCE hosts.
+    rail_plans: {host: rail plan (the rail_plans filter)}: each RoCE host's planned addresses (``roce.addresses``).
 
     The model allocates hundreds of thousands of small dicts and no reference cycles; Python's
     cyclic collector would rescan them all again and again (cost growing faster than the fabric),
@@ -64,7 +65,7 @@ def analyze(captures, nodes=None, lldp=None, plan=None, suspicious_hostnames=DEF
     enabled = gc.isenabled()
     gc.disable()
     try:
-        m = Model(nodes, lldp, plan, suspicious_hostnames, non_compute_patterns, accept, roce_tc)
+        m = Model(nodes, lldp, plan, suspicious_hostnames, non_compute_patterns, accept, roce_tc, rail_plans)
         return run(m, captures)
     finally:
         if enabled:

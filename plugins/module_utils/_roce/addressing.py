@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""RoCE rail addressing: a pure planner (netaddr parses, integers compute).
+"""RoCE rail addressing: a pure planner (integers compute; netaddr merges explicit routed rails' routes).
 
 Every node's rail NIC gets an IPv4 address from its rail's subnet, computed from the host's stable
 index alone (AWX job slicing: no play sees every host), so the plan of one host never depends on
@@ -33,8 +33,8 @@ from collections import namedtuple
 
 try:
     import netaddr
-except ImportError:  # pragma: no cover - netaddr is a runtime dependency of the collection (requirements.txt)
-    netaddr = None
+except ImportError:  # pragma: no cover - netaddr is a runtime dependency of the collection (requirements.txt);
+    netaddr = None     # the gate's roce.address check runs on nodes without it: only cidr_merge needs it
 
 DEFAULT_KEY = "host_index"
 WHERE = "roce.addressing"
@@ -64,32 +64,38 @@ def _cidr(first, prefix):
 
 def _need_netaddr():
     if netaddr is None:
-        raise AddressingError("rail addressing needs the Python package netaddr on the controller (requirements.txt)")
+        raise AddressingError("explicit routed rails (rails naming SUs) need the Python package netaddr to merge their "
+                              "routes (requirements.txt)")
+
+
+def _ipv4(text):
+    """'10.64.0.5' -> its integer, None when it is no dotted quad (stdlib only: the gate's roce.address
+    check plans on the node, where netaddr is seldom installed)."""
+    parts = str(text).strip().split(".")
+    if len(parts) != 4 or not all(p.isdigit() and len(p) <= 3 and int(p) <= 255 for p in parts):
+        return None
+    return int(parts[0]) << 24 | int(parts[1]) << 16 | int(parts[2]) << 8 | int(parts[3])
 
 
 def parse_subnet(where, text):
     """'10.64.0.0/20' -> (first, prefix); IPv4, CIDR form, no host bits."""
-    _need_netaddr()
-    if not isinstance(text, str) or "/" not in text:
-        raise AddressingError("%s: %r is not an IPv4 subnet in CIDR form (10.64.0.0/20)" % (where, text))
-    try:
-        net = netaddr.IPNetwork(text)
-    except (netaddr.AddrFormatError, ValueError, TypeError):
-        raise AddressingError("%s: %r is not an IPv4 subnet in CIDR form (10.64.0.0/20)" % (where, text))
-    if net.version != 4:
+    if isinstance(text, str) and ":" in text:
         raise AddressingError("%s: %s is IPv6; rail addressing plans IPv4 (RoCE v2 IPv4 GIDs)" % (where, text))
-    if net.ip != net.network:
-        raise AddressingError("%s: %s has host bits set (the subnet is %s)" % (where, text, net.cidr))
-    return net.first, net.prefixlen
+    address, _slash, prefix = text.partition("/") if isinstance(text, str) else ("", "", "")
+    value = _ipv4(address)
+    if value is None or not prefix.isdigit() or int(prefix) > 32:
+        raise AddressingError("%s: %r is not an IPv4 subnet in CIDR form (10.64.0.0/20)" % (where, text))
+    first = value & ~(_size(int(prefix)) - 1)
+    if first != value:
+        raise AddressingError("%s: %s has host bits set (the subnet is %s)" % (where, text, _cidr(first, int(prefix))))
+    return first, int(prefix)
 
 
 def parse_address(where, text):
-    _need_netaddr()
-    try:
-        address = netaddr.IPAddress(str(text).strip(), 4)
-    except (netaddr.AddrFormatError, ValueError, TypeError):
+    value = _ipv4(text)
+    if value is None:
         raise AddressingError("%s: %r is not an IPv4 address" % (where, text))
-    return int(address)
+    return value
 
 
 class Plan(object):
@@ -237,6 +243,7 @@ def _explicit(result, addressing, entries, gateway_first):
     _default_offset(result, set(s.gateway - s.first for s in subnets if s.gateway is not None))
     if result.per_su:
         for rail in range(result.rails):
+            _need_netaddr()
             merged = netaddr.cidr_merge([_cidr(s.first, s.prefix) for s in subnets if s.rail == rail])
             result.route_cidrs[rail] = [(net.first, net.prefixlen) for net in merged]
     _check_fits(result, subnets)

@@ -96,6 +96,20 @@ class Lab:
         assert proc.returncode == 0, "%s failed:\n%s\n%s" % (name, proc.stdout[-6000:], proc.stderr[-2000:])
         return proc
 
+    def provision(self, *args, extra=None, limit=None, timeout=1800):
+        """ansible-playbook playbooks/provision.yml [args] against the test lab: the CompletedProcess
+        (``seconds``: its wall time); the caller asserts on it."""
+        cmd = [os.path.join(VENV_BIN, "ansible-playbook"), "-i", self.inventory_dir,
+               os.path.join(REPO, "playbooks", "provision.yml")] + list(args)
+        if limit:
+            cmd += ["--limit", limit]
+        if extra:
+            cmd += ["-e", json.dumps(extra)]
+        t0 = time.time()
+        proc = subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=timeout, cwd=self.base)
+        proc.seconds = time.time() - t0
+        return proc
+
     def facts(self, limit="all"):
         """ansible_facts.gpufleet of each twin, collected by node_facts through the twin's hardware root."""
         out = os.path.join(self.base, "facts-%d" % time.monotonic_ns())
@@ -162,6 +176,18 @@ def port_open(port):
     with socket.socket() as sock:
         sock.settimeout(0.5)
         return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def lab_of(cls, tmp_path_factory):
+    """The lab fixture's steps with another Lab class (a test folder's own inventory): a generator
+    for that folder's ``lab`` fixture (``yield from``); the module's Lab is restored at the end."""
+    global Lab
+    original = Lab
+    Lab = cls
+    try:
+        yield from lab.__wrapped__(tmp_path_factory)
+    finally:
+        Lab = original
 
 
 @pytest.fixture(scope="session")

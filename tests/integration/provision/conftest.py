@@ -5,10 +5,7 @@ GPUFLEET_LABTEST_PREFIX), with one change to the default inventory: twin1's only
 GRUB, hugepage, THP and NUMA balancing faults. Run this folder alone to get one lab for all of it."""
 import glob
 import importlib.util
-import json
 import os
-import subprocess
-import time
 
 import pytest
 import yaml
@@ -39,19 +36,6 @@ class ProvisionLab(_LAB.Lab):
         with open(path, "w") as handle:
             yaml.safe_dump(inv, handle, sort_keys=False)
 
-    def provision(self, *args, extra=None, limit=None, timeout=1800):
-        """ansible-playbook playbooks/provision.yml [args] against the test lab: the CompletedProcess."""
-        cmd = [os.path.join(_LAB.VENV_BIN, "ansible-playbook"), "-i", self.inventory_dir,
-               os.path.join(REPO, "playbooks", "provision.yml")] + list(args)
-        if limit:
-            cmd += ["--limit", limit]
-        if extra:
-            cmd += ["-e", json.dumps(extra)]
-        t0 = time.time()
-        proc = subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=timeout, cwd=self.base)
-        proc.seconds = time.time() - t0
-        return proc
-
     def snapshot(self, host):
         """Everything check mode must leave alone on a twin and at its BMC."""
         state = {
@@ -74,14 +58,4 @@ class ProvisionLab(_LAB.Lab):
 @pytest.fixture(scope="session")
 def lab(tmp_path_factory):
     """The private test lab with twin1 on the older kernel (see the module docstring)."""
-    original = _LAB.Lab
-    _LAB.Lab = ProvisionLab
-    try:
-        gen = _LAB.lab.__wrapped__(tmp_path_factory) if hasattr(_LAB.lab, "__wrapped__") else None
-        if gen is None:
-            raise RuntimeError("lab fixture is not a plain generator function")
-        handle = next(gen)
-        yield handle
-        next(gen, None)
-    finally:
-        _LAB.Lab = original
+    yield from _LAB.lab_of(ProvisionLab, tmp_path_factory)

@@ -47,3 +47,14 @@ def test_rail_fleet_check_reads_the_key_and_pins_from_hostvars():
 def test_rail_fleet_check_without_addressing_is_none():
     assert flt.rail_fleet_check(_profile.validate({"roce": {"mtu": 9000}, "nic": {"rails": 8}}), {}, ["a"]) is None
     assert flt.rail_fleet_check(_profile.validate({}), {}, ["a"]) is None
+
+
+def test_rail_plans_of_the_hosts_with_an_index():
+    hostvars = {"a": {"rank": 0}, "b": {"rank": "1", "roce_rail_addresses": {1: "10.64.1.9"}}, "c": {}}
+    plans = flt.rail_plans(PROFILE, hostvars, ["a", "b", "c", "absent"])
+    assert sorted(plans) == ["a", "b"]                     # c has no index, absent is not in hostvars
+    assert [r["cidr"] for r in plans["a"]["rails"]] == ["10.64.0.2/24", "10.64.1.2/24"]
+    assert [r["cidr"] for r in plans["b"]["rails"]] == ["10.64.0.3/24", "10.64.1.9/24"]   # the pin kept
+    assert flt.rail_plans(_profile.validate({"nic": {"rails": 2}}), hostvars, ["a"]) == {}
+    with pytest.raises(AnsibleFilterError, match="gpu999"):
+        flt.rail_plans(PROFILE, {"gpu999": {"rank": 999}}, ["gpu999"])

@@ -87,12 +87,38 @@ def test_clean_roce_fleet():
         (k, "mlx5_%d" % k, "leaf-r%d-su2" % k, "swp2", "400GbE") for k in range(8)]
     # the storage NIC is another NIC, not a rail, on its own switch
     assert node["other_nics"] == [{"hca": "mlx5_8", "device": "mlx5_8", "guid": None, "switch": "storage-leaf-su2", "port": "swp2"}]
-    assert node["roce"] == {"gid_index": 3, "tc": 106}
+    assert node["roce"] == {"gid_index": 3, "tc": 106, "addresses": None}      # no rail plan given
     files, notes = outputs.render(doc, ["green"])
     nccl = json.loads(files["nccl.json"])
     assert nccl["gpu00006"] == {"NCCL_IB_HCA": "=" + ",".join("mlx5_%d:1" % k for k in range(8)),
                                 "NCCL_IB_GID_INDEX": "3", "NCCL_IB_TC": "106"}
     assert notes == []
+
+
+def test_rail_plans_go_into_fabric_json_per_roce_host():
+    """The rail_plans filter's output (two rails of a routed plan; gpu00002 names no interfaces: the
+    facts' netdevs fill them in); a host without a plan has none."""
+    lldp, nodes = lldpgen.roce_fleet(sus=1, nodes_per_su=2, rails=2, storage=False)
+    routes0, routes1 = [{"to": "10.64.0.0/17", "via": "10.64.0.1"}], [{"to": "10.64.128.0/17", "via": "10.64.128.1"}]
+    plan = {"index": 1, "su": 0, "rails": [
+        {"rail": 1, "interface": None, "address": "10.64.128.3", "prefix": 26, "cidr": "10.64.128.3/26",
+         "subnet": "10.64.128.0/26", "gateway": "10.64.128.1", "routes": routes1, "mtu": 9000},
+        {"rail": 0, "interface": None, "address": "10.64.0.3", "prefix": 26, "cidr": "10.64.0.3/26",
+         "subnet": "10.64.0.0/26", "gateway": "10.64.0.1", "routes": routes0, "mtu": 9000}]}
+    doc = _fabric.analyze([], nodes=nodes, lldp=lldp, roce_tc=106, rail_plans={"gpu00002": plan, "elsewhere": plan})
+    assert doc["nodes"]["gpu00002"]["roce"]["addresses"] == [
+        {"rail": 0, "interface": "ens0np0", "cidr": "10.64.0.3/26", "gateway": "10.64.0.1", "routes": routes0},
+        {"rail": 1, "interface": "ens1np0", "cidr": "10.64.128.3/26", "gateway": "10.64.128.1", "routes": routes1}]
+    assert doc["nodes"]["gpu00001"]["roce"]["addresses"] is None
+    assert "elsewhere" not in doc["nodes"]
+    back = json.loads(outputs.render(doc, ["green"])[0]["fabric.json"].text())
+    assert back["nodes"]["gpu00002"]["roce"]["addresses"][1]["cidr"] == "10.64.128.3/26"
+    jsonschema = pytest.importorskip("jsonschema", reason="jsonschema absent (it comes with ansible-lint)")
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "..", "docs", "fabric.schema.json")) as handle:
+        validator = jsonschema.Draft202012Validator(json.load(handle))
+    assert [e.message for e in validator.iter_errors(back)] == []
+    with pytest.raises(FabricError, match="rail_plans"):
+        _fabric.analyze([], lldp=lldp, rail_plans=["gpu00002"])
 
 
 def test_roce_anomalies_rail_on_wrong_leaf_missing_link_slow_port():
@@ -112,8 +138,8 @@ def test_gid_index_differs_between_rails_gives_no_nccl_gid_index():
     lldp, nodes = lldpgen.roce_fleet(sus=1, nodes_per_su=2, rails=2, storage=False)
     nodes["gpu00001"]["facts"]["nics"][1]["ports"][0]["gids"][3]["index"] = 5
     doc = _fabric.analyze([], nodes=nodes, lldp=lldp)
-    assert doc["nodes"]["gpu00001"]["roce"] == {"gid_index": None, "tc": None}
-    assert doc["nodes"]["gpu00002"]["roce"] == {"gid_index": 3, "tc": None}
+    assert doc["nodes"]["gpu00001"]["roce"] == {"gid_index": None, "tc": None, "addresses": None}
+    assert doc["nodes"]["gpu00002"]["roce"] == {"gid_index": 3, "tc": None, "addresses": None}
     nccl = json.loads(outputs.render(doc, ["green"])[0]["nccl.json"])
     assert nccl["gpu00001"] == {"NCCL_IB_HCA": "=mlx5_0:1,mlx5_1:1"}
 

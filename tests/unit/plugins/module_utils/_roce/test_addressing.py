@@ -222,8 +222,15 @@ def test_fleet_lists_the_first_ten_then_counts():
     assert str(exc.value).endswith(" (and 3 more)")
 
 
-def test_without_netaddr_a_clear_error(monkeypatch):
+def test_without_netaddr_carved_plans_work_explicit_routed_ones_say_why(monkeypatch):
+    """The gate's roce.address check plans on the node (validate_node), where netaddr is seldom
+    installed (the RoCE lab twin has none): parsing and carving are stdlib; only merging the routes of
+    explicit routed rails needs netaddr."""
+    with_netaddr = A.host_plan(A.plan(FLAT, 8), "gpu007", 7)
     monkeypatch.setattr(A, "netaddr", None)
+    assert A.host_plan(A.plan(FLAT, 8), "gpu007", 7) == with_netaddr
+    explicit = {"rails": [{"rail": 0, "su": 0, "subnet": "10.64.0.0/26"}, {"rail": 0, "su": 1, "subnet": "10.64.0.64/26"}],
+                "su_size": 32}
     with pytest.raises(A.AddressingError) as exc:
-        A.plan(FLAT, 8)
-    assert "rail addressing needs the Python package netaddr on the controller" in str(exc.value)
+        A.plan(explicit, 1)
+    assert "explicit routed rails (rails naming SUs) need the Python package netaddr" in str(exc.value)
