@@ -63,6 +63,15 @@ options:
   ofed_release:
     description: The pinned OFED release as C(ofed_info -s) prints it (area V(ofed)).
     type: str
+  services:
+    description:
+      - Units to read in the same call (area V(nvidia) - fabric manager, the persistence daemon), with one
+        C(systemctl show); returned as RV(services), so the role enables and starts only what is not, and
+        reads no C(service_facts). Reading only.
+    type: list
+    elements: str
+    default: []
+    version_added: 0.3.0
   fail_on_problems:
     description: Fail when a problem is found.
     type: bool
@@ -112,6 +121,12 @@ loaded_now:
   type: list
   elements: str
   sample: [nvidia-peermem]
+services:
+  description: Per unit of O(services) - C(enabled) (its unit file state lets C(systemctl enable) do nothing),
+    C(active), C(sub) (C(running) for a daemon that runs) and C(file_state); empty without O(services).
+  returned: always
+  type: dict
+  sample: {nvidia-fabricmanager: {enabled: true, active: true, sub: running, file_state: enabled}}
 problems: {description: What would leave the next boot without a working module., returned: always, type: list, elements: str}
 reboot_required: {description: The loaded modules differ from the ones the next boot loads., returned: always, type: bool}
 reboot_reasons: {description: One line per reason., returned: always, type: list, elements: str}
@@ -203,6 +218,20 @@ def _ofed(module, p, kernel, running):
                 changed=False)
 
 
+def _services(module, names):
+    """{unit: {enabled, active, sub, file_state}} of ``names`` in one systemctl call ({} without names)."""
+    if not names:
+        return {}
+    systemctl = module.get_bin_path("systemctl", required=True)
+    units = [n if "." in n else n + ".service" for n in names]
+    rc, out, err = module.run_command([systemctl, "show", "--property=Id,UnitFileState,ActiveState,SubState"] + units,
+                                      environ_update={"LC_ALL": "C"})
+    if rc != 0:
+        module.fail_json(msg="driver_state: systemctl show %s failed (exit %d): %s" % (" ".join(units), rc, (err or out).strip()))
+    found = S.parse_systemctl_show(out)
+    return dict((n, found.get(n, {"enabled": False, "active": False, "sub": None, "file_state": None})) for n in names)
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -214,6 +243,7 @@ def main():
             load_now=dict(type="bool", default=False),
             packages_pending=dict(type="bool", default=False),
             ofed_release=dict(type="str"),
+            services=dict(type="list", elements="str", default=[]),
             fail_on_problems=dict(type="bool", default=True),
         ),
         required_if=[("area", "nvidia", ["driver_version"])],
@@ -230,7 +260,7 @@ def main():
                          % os.path.join(root, "proc/sys/kernel/osrelease"))
     if module.get_bin_path("modinfo") is None:
         module.fail_json(msg="driver_state: modinfo (kmod) not found on the node")
-    result = {"kernel_release": kernel, "ofed_release": None}
+    result = {"kernel_release": kernel, "ofed_release": None, "services": _services(module, p["services"])}
     result.update((_nvidia if p["area"] == "nvidia" else _ofed)(module, p, kernel, running))
     result["reboot_required"] = bool(result["reboot_reasons"])
     if result["problems"] and p["fail_on_problems"]:

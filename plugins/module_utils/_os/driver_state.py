@@ -151,3 +151,36 @@ def ofed_state(want_release, installed_release, module, kernel, loaded_version=N
     elif loaded_version is not None and running_kernel == kernel and loaded_version != module.get("version"):
         reasons.append("OFED mlx5_core %s loaded, %s built for kernel %s" % (loaded_version, module.get("version"), kernel))
     return problems, reasons
+
+
+# systemctl is-enabled exits 0 for these unit file states: nothing for `systemctl enable` to do.
+ENABLED_STATES = ("enabled", "enabled-runtime", "static", "alias", "indirect", "generated", "transient", "linked")
+
+
+def parse_systemctl_show(text):
+    """``systemctl show --property=Id,UnitFileState,ActiveState,SubState A B`` -> {unit: {enabled, active, sub,
+    file_state}}; one block per unit, blocks apart by an empty line, a unit without a name ``.service``.
+
+    Sample (a unit that is not installed shows an empty UnitFileState)::
+
+        Id=nvidia-fabricmanager.service
+        ActiveState=active
+        SubState=running
+        UnitFileState=enabled
+
+        Id=nvidia-persistenced.service
+        ActiveState=inactive
+        SubState=dead
+        UnitFileState=
+    """
+    out = {}
+    for block in re.split(r"\n\s*\n", text.strip()):
+        fields = dict(line.split("=", 1) for line in block.splitlines() if "=" in line)
+        if not fields.get("Id"):
+            continue
+        name = re.sub(r"\.service$", "", fields["Id"])
+        out[name] = {"file_state": fields.get("UnitFileState") or None,
+                     "enabled": fields.get("UnitFileState") in ENABLED_STATES,
+                     "active": fields.get("ActiveState") == "active",
+                     "sub": fields.get("SubState") or None}
+    return out
