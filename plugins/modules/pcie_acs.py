@@ -36,6 +36,15 @@ options:
     description: The setpci program (pciutils).
     type: str
     default: setpci
+  tools:
+    description:
+      - Programs to look for on the node in the same call (the role passes setpci, and mlxconfig when it
+        manages ATS); the ones not found are returned as RV(tools_missing), so their packages are installed
+        only when one is missing. Reading only.
+    type: list
+    elements: str
+    default: []
+    version_added: 0.3.0
   set_now:
     description:
       - Set ACS on the bridges now. V(false) installs the boot unit (O(boot)) only and reads no hardware,
@@ -123,6 +132,11 @@ boot_changes:
   type: list
   elements: dict
   sample: [{path: /etc/gpufleet/pcie-acs.json, action: update}]
+tools_missing:
+  description: The programs of O(tools) not found on the node.
+  returned: always
+  type: list
+  elements: str
 boot_unit_enabled:
   description: The boot unit was enabled by this run (check mode - would be).
   returned: always
@@ -207,6 +221,7 @@ def main():
             root=dict(type="path", default="/"),
             host_mode=dict(type="str", required=True, choices=sorted(acs.HOST_MODES)),
             setpci=dict(type="str", default="setpci"),
+            tools=dict(type="list", elements="str", default=[]),
             set_now=dict(type="bool", default=True),
             boot=dict(type="dict", options=dict(
                 files=dict(type="list", elements="dict", required=True, options=file_spec),
@@ -222,7 +237,8 @@ def main():
         module.fail_json(msg="pcie_acs (%s): %s" % (module.params["host_mode"], exc))
     changed = [i for i in items if i["change"]]
     result = dict(changed=bool(changed or changes or enabled), bridges=items, boot_changes=changes,
-                  boot_unit_enabled=enabled, reboot_required=False, reboot_reasons=[])
+                  boot_unit_enabled=enabled, reboot_required=False, reboot_reasons=[],
+                  tools_missing=[t for t in module.params["tools"] if not module.get_bin_path(t, required=False)])
     if module._diff and (changed or file_changes):
         result["diff"] = _diff(module, changed, file_changes)
     module.exit_json(**result)

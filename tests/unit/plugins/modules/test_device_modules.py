@@ -164,3 +164,10 @@ def test_pcie_acs_boot_files_one_call_check_diff_idempotent(node):
     assert rc == 0 and res["changed"] and res["bridges"] == [], res
     assert [c["action"] for c in res["boot_changes"]] == ["update"]
     assert oct(os.stat(str(lib / "pcie-acs.json")).st_mode & 0o777) == "0o644"
+
+
+def test_pcie_acs_tools_missing_read_in_the_same_call(node):
+    args = {"root": node.root, "host_mode": "bare_metal", "setpci": node.bin + "/setpci",
+            "tools": [node.bin + "/setpci", "no-such-mlxconfig"]}
+    rc, res = node("pcie_acs", args, check=True)
+    assert rc == 0 and res["tools_missing"] == ["no-such-mlxconfig"], res
