@@ -70,6 +70,15 @@ def nvidia_state(want, loaded, module, peermem_module, kernel, peermem_wanted=Tr
 
 
 PEERMEM_AT_BOOT = "/etc/modules-load.d/nvidia-peermem.conf"
+PEERMEM_AT_BOOT_TEXT = "# gpufleet.provision nvidia_driver: GPUDirect RDMA\nnvidia-peermem\n"
+
+
+def peermem_at_boot_plan(current, wanted):
+    """``write``, ``remove`` or None: PEERMEM_AT_BOOT (its text, None when absent) against the wish to load
+    nvidia-peermem at every boot."""
+    if wanted:
+        return None if current == PEERMEM_AT_BOOT_TEXT else "write"
+    return "remove" if current is not None else None
 
 
 def _at_boot(why):

@@ -94,3 +94,17 @@ def test_services_are_read_in_the_same_call(adhoc, node):
     assert (result["services"]["nvidia-persistenced"]["enabled"], result["services"]["nvidia-persistenced"]["active"]) == (False, False)
     rc, result = adhoc("driver_state", dict(_args(root), load_now=False))
     assert rc == 0 and result["services"] == {}
+
+
+def test_peermem_at_boot_file_in_the_same_call(adhoc, node, tmp_path):
+    root, _tools = node
+    conf = tmp_path / "etc" / "modules-load.d" / "nvidia-peermem.conf"
+    args = dict(_args(root), load_now=False, peermem_at_boot=str(conf))
+    rc, result = adhoc("driver_state", args, check=True)
+    assert rc == 0 and result["changed"] and result["peermem_at_boot"] == "write" and not conf.exists(), result
+    rc, result = adhoc("driver_state", args)
+    assert rc == 0 and result["changed"] and conf.read_text().endswith("\nnvidia-peermem\n")
+    rc, result = adhoc("driver_state", args)
+    assert rc == 0 and not result["changed"] and result["peermem_at_boot"] is None
+    rc, result = adhoc("driver_state", dict(args, peermem=False))
+    assert rc == 0 and result["peermem_at_boot"] == "remove" and not conf.exists()

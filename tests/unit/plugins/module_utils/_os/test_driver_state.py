@@ -159,3 +159,11 @@ def test_parse_systemctl_show_one_block_per_unit():
         "nvidia-fabricmanager": {"file_state": "enabled", "enabled": True, "active": True, "sub": "running"},
         "nvidia-persistenced": {"file_state": None, "enabled": False, "active": False, "sub": "dead"}}
     assert S.parse_systemctl_show("") == {}
+
+
+def test_peermem_at_boot_plan():
+    assert S.peermem_at_boot_plan(None, True) == "write"
+    assert S.peermem_at_boot_plan("nvidia-peermem\n", True) == "write"          # not ours: made ours
+    assert S.peermem_at_boot_plan(S.PEERMEM_AT_BOOT_TEXT, True) is None
+    assert S.peermem_at_boot_plan(S.PEERMEM_AT_BOOT_TEXT, False) == "remove"
+    assert S.peermem_at_boot_plan(None, False) is None
