@@ -45,7 +45,8 @@ def test_a_twin_from_the_image_is_green_after_bios_one_reboot_and_the_gate_with_
     # the image holds the ACS boot unit: one pcie_acs call finds it right; the devices at the fleet
     # minimum by their facts get no firmware tool; the driver's units, enabled in the image, no task
     assert "boot unit current" in out, out[-5000:]
-    for task in ("Install flint and nvme-cli", "NIC firmware", "NVMe firmware", "Enable fabric manager and the persistence daemon"):
+    for task in ("firmware : Install flint and nvme-cli", "firmware : NIC firmware", "firmware : NVMe firmware",
+                 "nvidia_driver : Enable fabric manager and the persistence daemon", "pcie : Install setpci"):
         assert set(_task_results(out, task)) <= {"skipping"}, (task, _task_results(out, task))
     with open(gate + "/imaged.json") as handle:
         checks = dict((c["id"], c["status"]) for c in json.load(handle)["report"]["checks"])
