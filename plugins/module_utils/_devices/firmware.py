@@ -131,7 +131,6 @@ def parse_nvme_fw_log(text):
             "active": slots.get(active), "next": slots.get(nxt or active)}
 
 
-
 def _due(name, keys, version, minimums, downgrade_images):
     """(minimum, why) of one device: minimum None when the profile has none for it; why None when it is
     at its minimum by the version the kernel reports, else why the tools must read it."""
