@@ -46,6 +46,16 @@ def task_seconds(rows, needle):
     return sum(r.get("seconds", 0) for r in rows if needle in (r.get("task") or ""))
 
 
+def role_seconds(rows):
+    """{role: seconds} from task names "gpufleet.provision.<role> : <task>"; play-level tasks as "(play)"."""
+    out = {}
+    for row in rows:
+        name = row.get("task") or ""
+        role = name.split(" : ", 1)[0].rsplit(".", 1)[-1] if " : " in name else "(play)"
+        out[role] = out.get(role, 0) + row.get("seconds", 0)
+    return out
+
+
 def main():
     imgmod = _load("gpufleet_image_conftest_bench", "tests/integration/image/conftest.py")
     provbench = _load("gpufleet_provision_bench", "benchmarks/provision_bench.py")
@@ -101,7 +111,8 @@ def main():
     finally:
         lab.lab_sh("down")
         subprocess.run(["podman", "rmi", "-f", lab.image_ref], capture_output=True, env=lab.env)
-    print("\nimage bench (one twin per path, %s)" % time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+    print("\nimage bench (one twin per path, %s, load average %s)" % (
+        time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), " ".join("%.1f" % x for x in os.getloadavg())))
     print("  once per profile: image.yml %.1f s (rc %s), export + import %.1f s, twin up from the image %.1f s" % (
         build["image.yml"]["seconds"], build["image.yml"]["rc"], figures["export + import"], figures["imaged twin up"]))
     for host, label in (("imaged", "image path"), ("live", "live path")):
@@ -117,6 +128,15 @@ def main():
     print("  goal: image path <= one reboot (%.1f s) + one gate (validate.yml %.1f s) + 30 s = %.1f s; measured %.1f s (%s)" % (
         reboot_s, gate_seconds or float("nan"), reboot_s + (gate_seconds or 0) + 30, img["seconds"],
         "met" if img["seconds"] <= reboot_s + (gate_seconds or 0) + 30 else "not met"))
+    print("  per role (s, summed task wall time; image path | live path):")
+    img_roles, live_roles = role_seconds(img["rows"]), role_seconds(live_run["rows"])
+    for role in sorted(set(img_roles) | set(live_roles), key=lambda r: -img_roles.get(r, 0)):
+        print("    %-16s %6.1f | %6.1f" % (role, img_roles.get(role, 0), live_roles.get(role, 0)))
+    out = os.environ.get("IMAGE_BENCH_ROWS")
+    if out:
+        with open(out, "w") as handle:
+            json.dump({"image": img["rows"], "live": live_run["rows"], "gate": gate["gate"]["rows"],
+                       "load": os.getloadavg()}, handle)
     slow = {}
     for row in img["rows"]:
         slow[row["task"]] = slow.get(row["task"], 0) + row.get("seconds", 0)

@@ -25,7 +25,7 @@ description:
   - Only when it cannot be (another version of it loaded, not installed or built for the running kernel,
     C(modprobe) fails) is it a reboot reason, naming why; with the pinned driver not running, the driver's
     own reboot loads it. Check mode predicts the load (C(changed)) and loads nothing.
-  - Without O(load_now) nothing is changed.
+  - Without O(load_now) and O(peermem_at_boot) nothing is changed.
 author:
   - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
@@ -63,6 +63,23 @@ options:
   ofed_release:
     description: The pinned OFED release as C(ofed_info -s) prints it (area V(ofed)).
     type: str
+  peermem_at_boot:
+    description:
+      - A C(modules-load.d) file (the role passes C(/etc/modules-load.d/nvidia-peermem.conf)) made what O(peermem)
+        asks (area V(nvidia)) in this same call - naming C(nvidia-peermem) when true, absent when false - with
+        RV(peermem_at_boot) saying what was done. Check mode predicts it; C(--diff) shows it. Empty leaves it alone.
+    type: path
+    default: ""
+    version_added: 0.3.0
+  services:
+    description:
+      - Units to read in the same call (area V(nvidia) - fabric manager, the persistence daemon), with one
+        C(systemctl show); returned as RV(services), so the role enables and starts only what is not, and
+        reads no C(service_facts). Reading only.
+    type: list
+    elements: str
+    default: []
+    version_added: 0.3.0
   fail_on_problems:
     description: Fail when a problem is found.
     type: bool
@@ -74,7 +91,8 @@ attributes:
     details: Predicts the live load of nvidia-peermem (C(changed), C(loaded_now)) without loading it.
   diff_mode:
     description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
-    support: none
+    support: partial
+    details: The C(/etc/modules-load.d/nvidia-peermem.conf) change of O(peermem_at_boot), before and after.
   idempotent:
     description: When run twice in a row with the same arguments, the second run reports no change.
     support: full
@@ -112,6 +130,16 @@ loaded_now:
   type: list
   elements: str
   sample: [nvidia-peermem]
+peermem_at_boot:
+  description: What this run did (check mode - would do) to C(/etc/modules-load.d/nvidia-peermem.conf) - V(write), V(remove) or null.
+  returned: area nvidia
+  type: str
+services:
+  description: Per unit of O(services) - C(enabled) (its unit file state lets C(systemctl enable) do nothing),
+    C(active), C(sub) (C(running) for a daemon that runs) and C(file_state); empty without O(services).
+  returned: always
+  type: dict
+  sample: {nvidia-fabricmanager: {enabled: true, active: true, sub: running, file_state: enabled}}
 problems: {description: What would leave the next boot without a working module., returned: always, type: list, elements: str}
 reboot_required: {description: The loaded modules differ from the ones the next boot loads., returned: always, type: bool}
 reboot_reasons: {description: One line per reason., returned: always, type: list, elements: str}
@@ -203,6 +231,48 @@ def _ofed(module, p, kernel, running):
                 changed=False)
 
 
+def _peermem_at_boot(module, path, wanted):
+    """Make the modules-load.d file ``path`` what ``wanted`` asks (not in check mode): (action or None, diff or None)."""
+    try:
+        with open(path) as handle:
+            current = handle.read()
+    except FileNotFoundError:
+        current = None
+    except (IOError, OSError) as exc:
+        module.fail_json(msg="driver_state: %s: cannot be read (%s)" % (path, exc))
+    action = S.peermem_at_boot_plan(current, wanted)
+    if action and not module.check_mode:
+        tmp = path + ".gpufleet-tmp"
+        try:
+            if action == "remove":
+                os.unlink(path)
+            else:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(tmp, "w") as handle:
+                    handle.write(S.PEERMEM_AT_BOOT_TEXT)
+                os.chmod(tmp, 0o644)
+                os.replace(tmp, path)
+        except (IOError, OSError) as exc:
+            module.fail_json(msg="driver_state: %s: cannot %s it (%s)" % (path, action, exc))
+    diff = {"before": current or "", "after": S.PEERMEM_AT_BOOT_TEXT if wanted else "", "before_header": path,
+            "after_header": path} if action else None
+    return action, diff
+
+
+def _services(module, names):
+    """{unit: {enabled, active, sub, file_state}} of ``names`` in one systemctl call ({} without names)."""
+    if not names:
+        return {}
+    systemctl = module.get_bin_path("systemctl", required=True)
+    units = [n if "." in n else n + ".service" for n in names]
+    rc, out, err = module.run_command([systemctl, "show", "--property=Id,UnitFileState,ActiveState,SubState"] + units,
+                                      environ_update={"LC_ALL": "C"})
+    if rc != 0:
+        module.fail_json(msg="driver_state: systemctl show %s failed (exit %d): %s" % (" ".join(units), rc, (err or out).strip()))
+    found = S.parse_systemctl_show(out)
+    return dict((n, found.get(n, {"enabled": False, "active": False, "sub": None, "file_state": None})) for n in names)
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -214,6 +284,8 @@ def main():
             load_now=dict(type="bool", default=False),
             packages_pending=dict(type="bool", default=False),
             ofed_release=dict(type="str"),
+            services=dict(type="list", elements="str", default=[]),
+            peermem_at_boot=dict(type="path", default=""),
             fail_on_problems=dict(type="bool", default=True),
         ),
         required_if=[("area", "nvidia", ["driver_version"])],
@@ -230,9 +302,14 @@ def main():
                          % os.path.join(root, "proc/sys/kernel/osrelease"))
     if module.get_bin_path("modinfo") is None:
         module.fail_json(msg="driver_state: modinfo (kmod) not found on the node")
-    result = {"kernel_release": kernel, "ofed_release": None}
+    result = {"kernel_release": kernel, "ofed_release": None, "services": _services(module, p["services"])}
     result.update((_nvidia if p["area"] == "nvidia" else _ofed)(module, p, kernel, running))
     result["reboot_required"] = bool(result["reboot_reasons"])
+    if p["area"] == "nvidia":
+        result["peermem_at_boot"], diff = _peermem_at_boot(module, p["peermem_at_boot"], p["peermem"]) if p["peermem_at_boot"] else (None, None)
+        result["changed"] = result["changed"] or bool(diff)
+        if diff and module._diff:
+            result["diff"] = diff
     if result["problems"] and p["fail_on_problems"]:
         module.fail_json(msg="driver_state (%s, kernel %s): %s" % (p["area"], kernel, "; ".join(result["problems"])),
                          **result)

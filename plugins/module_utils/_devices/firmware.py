@@ -129,3 +129,46 @@ def parse_nvme_fw_log(text):
     active, nxt = afi & 0x7, (afi >> 4) & 0x7
     return {"active_slot": active, "next_slot": nxt or None, "slots": slots,
             "active": slots.get(active), "next": slots.get(nxt or active)}
+
+
+def _due(name, keys, version, minimums, downgrade_images):
+    """(minimum, why) of one device: minimum None when the profile has none for it; why None when it is
+    at its minimum by the version the kernel reports, else why the tools must read it."""
+    key, minimum = minimum_for(minimums, keys)
+    if key is None:
+        return None, None
+    if not version:
+        return minimum, "%s: no firmware version in the facts" % name
+    if below(version, minimum):
+        return minimum, "%s %s below the minimum %s" % (name, version, minimum)
+    if downgrade_images:
+        return minimum, "%s %s: allow_downgrade with images of its kind (read with the tools)" % (name, version)
+    return minimum, None
+
+
+def due_from_facts(facts, nic_minimums, nvme_minimums, allow_downgrade=False, images=()):
+    """Which devices need the firmware tools, from the node facts alone (the gate's own reading).
+
+    The running version the kernel reports (``fw_ver`` of an InfiniBand device, ``firmware_rev`` of an
+    NVMe controller) at or above the profile minimum means nothing to flash and no reboot to ask: the
+    tools (flint, nvme) run only for a device below it, without a version, or, with allow_downgrade and
+    images of its kind, where an older image may be wanted. A burnt image pending the next boot shows
+    as the running version below the minimum: the tools then read it and ask for the reboot.
+
+    Returns {"nic": [nic facts], "nvme": [nvme facts], "reasons": [why each is due], "at_minimum": [lines]}.
+    """
+    kinds = set(i.get("type") for i in images or [])
+    out = {"nic": [], "nvme": [], "reasons": [], "at_minimum": []}
+    nics = [n for n in (facts.get("nics") or []) if not n.get("virtual_function")]
+    for kind, devices, minimums, keys, field in (
+            ("nic", nics, nic_minimums, ("hca_type", "board_id"), "fw_ver"),
+            ("nvme", facts.get("nvme") or [], nvme_minimums, ("model",), "firmware")):
+        for dev in devices if minimums else []:
+            minimum, why = _due(dev.get("name"), [dev.get(k) for k in keys], dev.get(field), minimums,
+                                allow_downgrade and kind in kinds)
+            if why:
+                out[kind].append(dev)
+                out["reasons"].append(why)
+            elif minimum is not None:
+                out["at_minimum"].append("%s at %s (minimum %s)" % (dev.get("name"), dev.get(field), minimum))
+    return out

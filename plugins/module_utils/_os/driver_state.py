@@ -70,6 +70,15 @@ def nvidia_state(want, loaded, module, peermem_module, kernel, peermem_wanted=Tr
 
 
 PEERMEM_AT_BOOT = "/etc/modules-load.d/nvidia-peermem.conf"
+PEERMEM_AT_BOOT_TEXT = "# gpufleet.provision nvidia_driver: GPUDirect RDMA\nnvidia-peermem\n"
+
+
+def peermem_at_boot_plan(current, wanted):
+    """``write``, ``remove`` or None: PEERMEM_AT_BOOT (its text, None when absent) against the wish to load
+    nvidia-peermem at every boot."""
+    if wanted:
+        return None if current == PEERMEM_AT_BOOT_TEXT else "write"
+    return "remove" if current is not None else None
 
 
 def _at_boot(why):
@@ -151,3 +160,36 @@ def ofed_state(want_release, installed_release, module, kernel, loaded_version=N
     elif loaded_version is not None and running_kernel == kernel and loaded_version != module.get("version"):
         reasons.append("OFED mlx5_core %s loaded, %s built for kernel %s" % (loaded_version, module.get("version"), kernel))
     return problems, reasons
+
+
+# systemctl is-enabled exits 0 for these unit file states: nothing for `systemctl enable` to do.
+ENABLED_STATES = ("enabled", "enabled-runtime", "static", "alias", "indirect", "generated", "transient", "linked")
+
+
+def parse_systemctl_show(text):
+    """``systemctl show --property=Id,UnitFileState,ActiveState,SubState A B`` -> {unit: {enabled, active, sub,
+    file_state}}; one block per unit, blocks apart by an empty line, a unit without a name ``.service``.
+
+    Sample (a unit that is not installed shows an empty UnitFileState)::
+
+        Id=nvidia-fabricmanager.service
+        ActiveState=active
+        SubState=running
+        UnitFileState=enabled
+
+        Id=nvidia-persistenced.service
+        ActiveState=inactive
+        SubState=dead
+        UnitFileState=
+    """
+    out = {}
+    for block in re.split(r"\n\s*\n", text.strip()):
+        fields = dict(line.split("=", 1) for line in block.splitlines() if "=" in line)
+        if not fields.get("Id"):
+            continue
+        name = re.sub(r"\.service$", "", fields["Id"])
+        out[name] = {"file_state": fields.get("UnitFileState") or None,
+                     "enabled": fields.get("UnitFileState") in ENABLED_STATES,
+                     "active": fields.get("ActiveState") == "active",
+                     "sub": fields.get("SubState") or None}
+    return out

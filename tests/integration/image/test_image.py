@@ -42,6 +42,12 @@ def test_a_twin_from_the_image_is_green_after_bios_one_reboot_and_the_gate_with_
                  "Resolve the kernel packages against", "Resolve every pinned package", "Resolve the OFED packages against"):
         assert _task_results(out, task) == ["skipping"], (task, _task_results(out, task))
     assert "gpufleet summary: 1 node(s): READY 1, QUARANTINED 0, FAILED 0; rebooted 1" in out
+    # the image holds the ACS boot unit: one pcie_acs call finds it right; the devices at the fleet
+    # minimum by their facts get no firmware tool; the driver's units, enabled in the image, no task
+    assert "boot unit current" in out, out[-5000:]
+    for task in ("firmware : Install flint and nvme-cli", "firmware : NIC firmware", "firmware : NVMe firmware",
+                 "nvidia_driver : Enable fabric manager and the persistence daemon", "pcie : Install setpci"):
+        assert set(_task_results(out, task)) <= {"skipping"}, (task, _task_results(out, task))
     with open(gate + "/imaged.json") as handle:
         checks = dict((c["id"], c["status"]) for c in json.load(handle)["report"]["checks"])
     assert checks["image.profile"] == "pass" and checks["packages.held"] == "pass" and checks["cpu.smt"] == "pass"

@@ -134,3 +134,40 @@ def test_firmware_flash_nvme_and_no_downgrade(node):
     assert "frs2 : 0x" in node.tool("nvme", "fw-log", "/dev/nvme0")
     rc, res = node("firmware_flash", dict(base, images=[{"path": img}]), check=True)
     assert rc != 0 and "needs model and version" in res["msg"]
+
+
+def test_pcie_acs_boot_files_one_call_check_diff_idempotent(node):
+    # the boot unit's files in the same call: check mode predicts, the run writes only what differs,
+    # an obsolete file goes, a mode is fixed, the second run changes nothing; set_now false reads no hardware
+    lib = node.tmp / "lib"
+    old = lib / "_facts.py"
+    lib.mkdir()
+    old.write_text("old flat copy\n")
+    files = [{"path": str(lib / "code" / "acs.py"), "content": "print('acs')\n", "diff": False},
+             {"path": str(lib / "pcie-acs.json"), "content": '{"host_mode": "bare_metal"}\n'}]
+    args = {"root": node.root, "host_mode": "bare_metal", "setpci": node.bin + "/setpci",
+            "boot": {"files": files, "absent": [str(old)]}}
+    rc, res = node("pcie_acs", args, check=True, diff=True)
+    assert rc == 0 and res["changed"], res
+    assert sorted((c["path"].rsplit("/", 1)[1], c["action"]) for c in res["boot_changes"]) == [
+        ("_facts.py", "remove"), ("acs.py", "create"), ("pcie-acs.json", "create")]
+    assert not (lib / "code").exists() and old.exists()
+    rc, res = node("pcie_acs", args)
+    assert rc == 0 and res["changed"] and len(res["boot_changes"]) == 3
+    assert (lib / "code" / "acs.py").read_text() == "print('acs')\n" and not old.exists()
+    assert oct(os.stat(str(lib / "pcie-acs.json")).st_mode & 0o777) == "0o644"
+    rc, res = node("pcie_acs", args)
+    assert rc == 0 and not res["changed"] and res["boot_changes"] == []
+    os.chmod(str(lib / "pcie-acs.json"), 0o600)
+    files[1]["content"] = '{"host_mode": "virtualization"}\n'
+    rc, res = node("pcie_acs", dict(args, set_now=False, host_mode="virtualization"), diff=True)
+    assert rc == 0 and res["changed"] and res["bridges"] == [], res
+    assert [c["action"] for c in res["boot_changes"]] == ["update"]
+    assert oct(os.stat(str(lib / "pcie-acs.json")).st_mode & 0o777) == "0o644"
+
+
+def test_pcie_acs_tools_missing_read_in_the_same_call(node):
+    args = {"root": node.root, "host_mode": "bare_metal", "setpci": node.bin + "/setpci",
+            "tools": [node.bin + "/setpci", "no-such-mlxconfig"]}
+    rc, res = node("pcie_acs", args, check=True)
+    assert rc == 0 and res["tools_missing"] == ["no-such-mlxconfig"], res

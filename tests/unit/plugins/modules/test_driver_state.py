@@ -81,3 +81,30 @@ def test_check_mode_with_the_packages_still_to_install_predicts_the_live_load(ad
         "/etc/modules-load.d/nvidia-peermem.conf"]
     rc, result = adhoc("driver_state", dict(_args(root), fail_on_problems=False, packages_pending=True), check=True)
     assert (rc, result["loaded_now"], result["reboot_reasons"]) == (0, ["nvidia-peermem"], [])
+
+
+def test_services_are_read_in_the_same_call(adhoc, node):
+    root, tools = node
+    _write(str(tools / "systemctl"), "#!/bin/sh\n[ \"$1\" = show ] || exit 3\n"
+           "printf 'Id=nvidia-fabricmanager.service\\nActiveState=active\\nSubState=running\\nUnitFileState=enabled\\n\\n'\n"
+           "printf 'Id=nvidia-persistenced.service\\nActiveState=inactive\\nSubState=dead\\nUnitFileState=disabled\\n'\n", 0o755)
+    rc, result = adhoc("driver_state", dict(_args(root), load_now=False, services=["nvidia-fabricmanager", "nvidia-persistenced"]))
+    assert rc == 0, result
+    assert result["services"]["nvidia-fabricmanager"] == {"enabled": True, "active": True, "sub": "running", "file_state": "enabled"}
+    assert (result["services"]["nvidia-persistenced"]["enabled"], result["services"]["nvidia-persistenced"]["active"]) == (False, False)
+    rc, result = adhoc("driver_state", dict(_args(root), load_now=False))
+    assert rc == 0 and result["services"] == {}
+
+
+def test_peermem_at_boot_file_in_the_same_call(adhoc, node, tmp_path):
+    root, _tools = node
+    conf = tmp_path / "etc" / "modules-load.d" / "nvidia-peermem.conf"
+    args = dict(_args(root), load_now=False, peermem_at_boot=str(conf))
+    rc, result = adhoc("driver_state", args, check=True)
+    assert rc == 0 and result["changed"] and result["peermem_at_boot"] == "write" and not conf.exists(), result
+    rc, result = adhoc("driver_state", args)
+    assert rc == 0 and result["changed"] and conf.read_text().endswith("\nnvidia-peermem\n")
+    rc, result = adhoc("driver_state", args)
+    assert rc == 0 and not result["changed"] and result["peermem_at_boot"] is None
+    rc, result = adhoc("driver_state", dict(args, peermem=False))
+    assert rc == 0 and result["peermem_at_boot"] == "remove" and not conf.exists()

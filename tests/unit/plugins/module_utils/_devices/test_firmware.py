@@ -68,3 +68,27 @@ def test_nvme_fw_log_active_and_next_slot():
     assert got["active"] == "MPK7525Q" and got["next_slot"] is None and got["next"] == "MPK7525Q"
     with pytest.raises(ValueError, match="no afi line"):
         fw.parse_nvme_fw_log("NVMe status: Invalid Log Page")
+
+
+FACTS = {"nics": [{"name": "mlx5_0", "hca_type": "MT4129", "board_id": "MT_0000000838", "fw_ver": "28.39.1002"},
+                  {"name": "mlx5_1", "hca_type": "MT4129", "board_id": "MT_0000000838", "fw_ver": "28.38.1000"},
+                  {"name": "mlx5_2", "hca_type": "MT4129", "board_id": None, "fw_ver": None},
+                  {"name": "mlx5_3", "hca_type": "MT4129", "fw_ver": "20.0", "virtual_function": True},
+                  {"name": "mlx5_4", "hca_type": "MT4123", "board_id": "MT_0000000222", "fw_ver": "20.1"}],
+         "nvme": [{"name": "nvme0", "model": "SAMSUNG MZWLR3T8HBLS-00007", "firmware": "MPK7525Q"}]}
+
+
+def test_due_from_facts_runs_the_tools_only_below_the_minimum_or_without_a_version():
+    due = fw.due_from_facts(FACTS, {"MT4129": "28.39.1002"}, {"SAMSUNG MZWLR3T8HBLS": "MPK7525Q"})
+    assert [n["name"] for n in due["nic"]] == ["mlx5_1", "mlx5_2"] and due["nvme"] == []
+    assert due["reasons"] == ["mlx5_1 28.38.1000 below the minimum 28.39.1002", "mlx5_2: no firmware version in the facts"]
+    assert due["at_minimum"] == ["mlx5_0 at 28.39.1002 (minimum 28.39.1002)", "nvme0 at MPK7525Q (minimum MPK7525Q)"]
+
+
+def test_due_from_facts_converged_and_downgrade():
+    converged = {"nics": [dict(FACTS["nics"][0])], "nvme": FACTS["nvme"]}
+    due = fw.due_from_facts(converged, {"MT4129": "28.39.1002"}, {})
+    assert due["nic"] == [] and due["nvme"] == [] and due["reasons"] == []
+    # allow_downgrade with an image of the kind: the tools read the device (an older image may be meant)
+    due = fw.due_from_facts(converged, {"MT4129": "28.39.1002"}, {"SAMSUNG": "MPK7525Q"}, True, [{"type": "nvme"}])
+    assert due["nic"] == [] and [d["name"] for d in due["nvme"]] == ["nvme0"]

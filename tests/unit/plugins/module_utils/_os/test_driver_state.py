@@ -150,3 +150,20 @@ def test_peermem_on_disk_in_check_mode_with_the_transaction_predicted():
                           RUNNING)[0] == "load"
     # ... for another kernel than the running one: they bring nothing for the running kernel
     assert S.peermem_on_disk(None, "550.90.07", "6.8.0-50-generic", RUNNING, packages_pending=True) is None
+
+
+def test_parse_systemctl_show_one_block_per_unit():
+    text = ("Id=nvidia-fabricmanager.service\nActiveState=active\nSubState=running\nUnitFileState=enabled\n\n"
+            "Id=nvidia-persistenced.service\nActiveState=inactive\nSubState=dead\nUnitFileState=\n")
+    assert S.parse_systemctl_show(text) == {
+        "nvidia-fabricmanager": {"file_state": "enabled", "enabled": True, "active": True, "sub": "running"},
+        "nvidia-persistenced": {"file_state": None, "enabled": False, "active": False, "sub": "dead"}}
+    assert S.parse_systemctl_show("") == {}
+
+
+def test_peermem_at_boot_plan():
+    assert S.peermem_at_boot_plan(None, True) == "write"
+    assert S.peermem_at_boot_plan("nvidia-peermem\n", True) == "write"          # not ours: made ours
+    assert S.peermem_at_boot_plan(S.PEERMEM_AT_BOOT_TEXT, True) is None
+    assert S.peermem_at_boot_plan(S.PEERMEM_AT_BOOT_TEXT, False) == "remove"
+    assert S.peermem_at_boot_plan(None, False) is None
