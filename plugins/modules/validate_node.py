@@ -460,7 +460,7 @@ def run(params, runner=None, have=None, systemd=None, tmpdir=None, check_mode=Fa
         return evaluate(params, runner, have, systemd, tmpdir)
     if not params.get("desired_digest"):
         raise _profile.ProfileError("desired_digest: required with converged_stamp (%s)" % path)
-    now = _stamp.state(params["desired_digest"], params.get("root") or "/", os_root)
+    now = _stamp.state(params["desired_digest"], params.get("root") or "/", os_root, path)
     if params.get("write_stamp"):
         result = evaluate(params, runner, have, systemd, tmpdir)
         result["stamp"] = _write_stamp(path, now, result["report"], check_mode)

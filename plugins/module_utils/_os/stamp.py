@@ -64,10 +64,12 @@ def _entry(path, rel):
             return "%s link %s" % (rel, os.readlink(path))
         except OSError:
             return "%s link ?" % rel
+    if stat.S_ISDIR(st.st_mode):
+        return "%s dir %o" % (rel, st.st_mode)   # its entries are listed: a folder's own mtime adds nothing
     return "%s %o %d %d" % (rel, st.st_mode, st.st_size, st.st_mtime_ns)
 
 
-def _walk(os_root, rel):
+def _walk(os_root, rel, skip):
     top = os.path.join(os_root, rel)
     yield _entry(top, rel)
     if not os.path.isdir(top) or os.path.islink(top):
@@ -76,14 +78,17 @@ def _walk(os_root, rel):
         dirs.sort()
         for name in sorted(dirs + files):
             path = os.path.join(base, name)
+            if skip and (path == skip or (base == os.path.dirname(skip) and name.startswith(".converged."))):
+                continue
             yield _entry(path, os.path.relpath(path, os_root))
 
 
-def files_digest(os_root="/", managed=MANAGED):
-    """``sha256:<hex>`` over the stat lines of every managed path (sorted, recursive)."""
+def files_digest(os_root="/", managed=MANAGED, skip=None):
+    """``sha256:<hex>`` over the stat lines of every managed path (sorted, recursive); ``skip``, the
+    stamp's own path (and its temporary files), is left out wherever it is put."""
     digest = hashlib.sha256()
     for rel in managed:
-        for line in _walk(os_root, rel):
+        for line in _walk(os_root, rel, skip):
             digest.update(line.encode("utf-8", "surrogateescape") + b"\n")
     return "sha256:" + digest.hexdigest()
 
@@ -96,12 +101,13 @@ def _read_text(path):
         return None
 
 
-def state(desired, hardware_root="/", os_root="/"):
-    """The node's stamp as of now (without ``passing``, which the gate adds)."""
+def state(desired, hardware_root="/", os_root="/", path=None):
+    """The node's stamp as of now (without ``passing``, which the gate adds); ``path``, where the
+    stamp lives, is left out of the files digest should it be put in a managed folder."""
     return {
         "schema": SCHEMA,
         "desired": desired,
-        "files": files_digest(os_root),
+        "files": files_digest(os_root, skip=path),
         "boot": {
             "boot_id": _read_text(os.path.join(hardware_root, "proc/sys/kernel/random/boot_id")),
             "kernel": _read_text(os.path.join(hardware_root, "proc/sys/kernel/osrelease")),

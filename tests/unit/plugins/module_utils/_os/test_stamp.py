@@ -61,6 +61,15 @@ def test_files_digest_ignores_paths_that_are_not_managed(os_root):
     assert _digest(os_root) == first
 
 
+def test_the_stamp_itself_never_counts_even_in_a_managed_folder(os_root):
+    stamp = os_root / "etc/sysctl.d/converged.json"
+    first = _stamp.files_digest(str(os_root), MANAGED, skip=str(stamp))
+    _stamp.write(str(stamp), {"schema": 1})
+    (os_root / "etc/sysctl.d/.converged.tmp1").write_text("{")         # a write under way
+    assert _stamp.files_digest(str(os_root), MANAGED, skip=str(stamp)) == first
+    assert _stamp.files_digest(str(os_root), MANAGED) != first          # without skip it would count
+
+
 def test_a_symlink_counts_by_its_target(os_root):
     link = os_root / "etc/sysctl.d/50-link.conf"
     link.symlink_to("/nonexistent/a")
