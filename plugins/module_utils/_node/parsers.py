@@ -387,9 +387,13 @@ def parse_fib_trie_local(text):
     return found
 
 
-def _ipv4_int(text):
-    a, b, c, d = [int(x) for x in text.split(".")]
-    return a << 24 | b << 16 | c << 8 | d
+def ipv4_int(text):
+    """'10.64.0.5' -> its integer, None when it is no dotted quad (stdlib only: the gate reads it on
+    nodes, where netaddr is seldom installed; the RoCE planner parses its subnets with it too)."""
+    parts = str(text).strip().split(".")
+    if len(parts) != 4 or not all(p.isdigit() and len(p) <= 3 and int(p) <= 255 for p in parts):
+        return None
+    return int(parts[0]) << 24 | int(parts[1]) << 16 | int(parts[2]) << 8 | int(parts[3])
 
 
 def ipv4_by_interface(routes, local):
@@ -397,8 +401,8 @@ def ipv4_by_interface(routes, local):
     {iface: ["a.b.c.d/len", ...]}. The longest matching route wins; an address no connected route
     covers (a /32 address, a noprefixroute one) is under the key None."""
     out = {}
-    for address in sorted(local, key=_ipv4_int):
-        value, best = _ipv4_int(address), None
+    for address in sorted(local, key=ipv4_int):
+        value, best = ipv4_int(address), None
         for iface, network, plen in routes:
             mask = (0xFFFFFFFF << (32 - plen)) & 0xFFFFFFFF if plen else 0
             if value & mask == network and (best is None or plen > best[1]):

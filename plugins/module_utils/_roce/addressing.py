@@ -31,6 +31,8 @@ __metaclass__ = type
 
 from collections import namedtuple
 
+from ansible_collections.gpufleet.provision.plugins.module_utils._node.parsers import ipv4_int as _ipv4_int
+
 try:
     import netaddr
 except ImportError:  # pragma: no cover - netaddr is a runtime dependency of the collection (requirements.txt);
@@ -68,21 +70,12 @@ def _need_netaddr():
                               "routes (requirements.txt)")
 
 
-def _ipv4(text):
-    """'10.64.0.5' -> its integer, None when it is no dotted quad (stdlib only: the gate's roce.address
-    check plans on the node, where netaddr is seldom installed)."""
-    parts = str(text).strip().split(".")
-    if len(parts) != 4 or not all(p.isdigit() and len(p) <= 3 and int(p) <= 255 for p in parts):
-        return None
-    return int(parts[0]) << 24 | int(parts[1]) << 16 | int(parts[2]) << 8 | int(parts[3])
-
-
 def parse_subnet(where, text):
     """'10.64.0.0/20' -> (first, prefix); IPv4, CIDR form, no host bits."""
     if isinstance(text, str) and ":" in text:
         raise AddressingError("%s: %s is IPv6; rail addressing plans IPv4 (RoCE v2 IPv4 GIDs)" % (where, text))
     address, _slash, prefix = text.partition("/") if isinstance(text, str) else ("", "", "")
-    value = _ipv4(address)
+    value = _ipv4_int(address)
     if value is None or not prefix.isdigit() or int(prefix) > 32:
         raise AddressingError("%s: %r is not an IPv4 subnet in CIDR form (10.64.0.0/20)" % (where, text))
     first = value & ~(_size(int(prefix)) - 1)
@@ -92,7 +85,7 @@ def parse_subnet(where, text):
 
 
 def parse_address(where, text):
-    value = _ipv4(text)
+    value = _ipv4_int(text)
     if value is None:
         raise AddressingError("%s: %r is not an IPv4 address" % (where, text))
     return value
