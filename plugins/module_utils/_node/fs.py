@@ -16,6 +16,64 @@ __metaclass__ = type
 
 import errno
 import os
+import stat
+import tempfile
+
+# The largest file a reader takes whole: sysfs and procfs attributes are a page, the largest text
+# a gate reads (a package database, an ibnetdiscover capture) is a few MiB. Past this it is not
+# what we expect, and reading it would hold a module's memory hostage.
+MAX_READ_BYTES = 64 * 1024 * 1024
+
+
+class WriteError(Exception):
+    """A file could not be written (or what would be written is not valid): the message names the
+    path and the cause. Nothing was changed: the target is as it was, no temporary file is left."""
+
+
+def atomic_write(path, data, mode=None, validate=None):
+    """The one way the collection writes a file: all or nothing.
+
+    ``data`` is text (UTF-8) or bytes. ``validate(data)`` runs before anything touches the disk; a
+    ValueError from it becomes a WriteError naming the path and nothing is written (a netplan or
+    GRUB file that would not parse never reaches the node). The new content goes to a temporary
+    file beside ``path`` (same file system, so the rename is atomic), is flushed to disk, gets
+    ``mode`` (default: the replaced file's mode, else 0o644) and replaces ``path`` in one rename.
+    On any failure the temporary file is removed and WriteError names the path and the cause.
+    """
+    if validate is not None:
+        try:
+            validate(data)
+        except ValueError as exc:
+            raise WriteError("%s: not written, the new content is not valid: %s" % (path, exc))
+    if not isinstance(data, bytes):
+        data = data.encode("utf-8")
+    folder = os.path.dirname(path) or "."
+    if os.path.isdir(path):
+        raise WriteError("%s: cannot write, it is a folder" % path)
+    if mode is None:
+        try:
+            mode = stat.S_IMODE(os.stat(path).st_mode)
+        except OSError:
+            mode = 0o644
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".gpufleet-new",
+                                   dir=folder)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+        tmp = None
+    except (IOError, OSError) as exc:
+        raise WriteError("%s: cannot write (%s)" % (path, exc.strerror or exc))
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
 
 
 class Root:
@@ -46,17 +104,46 @@ class Root:
         return os.path.isdir(self.join(rel))
 
     def read_bytes(self, rel, optional=False):
-        """Bytes of ``rel`` or None. ``optional``: absence is normal, so it is no problem."""
+        """Bytes of ``rel`` or None. ``optional``: absence is normal, so it is no problem.
+
+        A read never blocks and never takes more than MAX_READ_BYTES: the file is opened without
+        waiting (a FIFO or a device where an attribute should be would hang a module forever) and
+        anything but a regular file (sysfs and procfs attributes are regular files) is a problem
+        naming the path, as is a symlink loop."""
         try:
-            with open(self.join(rel), "rb") as handle:
-                return handle.read()
+            fd = os.open(self.join(rel), os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         except (IOError, OSError) as exc:
             if exc.errno in (errno.ENOENT, errno.ENOTDIR):
                 if not optional:
                     self.problem(rel, "missing", "file not found")
+            elif exc.errno == errno.ELOOP:
+                self.problem(rel, "unreadable", "symlink loop")
+            elif exc.errno == errno.EISDIR:
+                self.problem(rel, "invalid", "a folder where a file was expected")
             else:
                 self.problem(rel, "unreadable", exc.strerror or str(exc))
             return None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                self.problem(rel, "invalid", "not a regular file (%s)" % _kind(st.st_mode))
+                return None
+            chunks, size = [], 0
+            while True:
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    break
+                size += len(chunk)
+                if size > MAX_READ_BYTES:
+                    self.problem(rel, "invalid", "larger than %d bytes" % MAX_READ_BYTES)
+                    return None
+                chunks.append(chunk)
+            return b"".join(chunks)
+        except (IOError, OSError) as exc:
+            self.problem(rel, "unreadable", exc.strerror or str(exc))
+            return None
+        finally:
+            os.close(fd)
 
     def read(self, rel, optional=False):
         """Text of ``rel`` stripped of surrounding whitespace, or None."""
@@ -147,6 +234,14 @@ class Root:
         except (IOError, OSError):
             return None
         return {"size_bytes": st.f_blocks * st.f_frsize, "free_bytes": st.f_bavail * st.f_frsize}
+
+
+def _kind(st_mode):
+    for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(st_mode):
+            return name
+    return "mode %o" % st_mode
 
 
 def _sample(text, width=40):

@@ -1,6 +1,9 @@
 """Root: reads relative to a root, records one problem per path, resolves links inside the root."""
 import os
 
+import pytest
+
+from ansible_collections.gpufleet.provision.plugins.module_utils._node import fs
 from ansible_collections.gpufleet.provision.plugins.module_utils._node.fs import Root
 
 
@@ -12,8 +15,8 @@ def test_missing_optional_unreadable(tmp_path):
     assert fs.read("nope") is None
     assert fs.read("nope") is None  # recorded once
     assert fs.read("other", optional=True) is None
-    assert fs.read("dir") is None  # EISDIR: unreadable
-    assert [(p["path"], p["kind"]) for p in fs.problems] == [("nope", "missing"), ("dir", "unreadable")]
+    assert fs.read("dir") is None  # a folder where a file should be: invalid, named
+    assert [(p["path"], p["kind"]) for p in fs.problems] == [("nope", "missing"), ("dir", "invalid")]
     assert fs.warnings()[0] == "nope: file not found (missing)"
 
 
@@ -66,3 +69,61 @@ def test_entries_tells_absent_from_unreadable(tmp_path):
     assert root.listdir("sys/bus/pci/devices") == []
     os.makedirs(str(tmp_path / "sys" / "class" / "nvme"))
     assert root.entries("sys/class/nvme") == []
+
+
+def test_fifo_device_and_folder_never_block_and_are_named(tmp_path):
+    # a FIFO where a sysfs attribute should be: open() without O_NONBLOCK would wait for a writer forever
+    os.mkfifo(str(tmp_path / "fifo"))
+    (tmp_path / "folder").mkdir()
+    os.symlink("loop_b", str(tmp_path / "loop_a"))
+    os.symlink("loop_a", str(tmp_path / "loop_b"))
+    root = fs.Root(str(tmp_path))
+    assert root.read("fifo") is None
+    assert root.read("folder") is None
+    assert root.read("loop_a") is None
+    assert root.read("/dev/null"[1:]) is None  # no such path inside the root: missing
+    kinds = {p["path"]: (p["kind"], p["detail"]) for p in root.problems}
+    assert kinds["fifo"] == ("invalid", "not a regular file (a FIFO)")
+    assert kinds["folder"] == ("invalid", "not a regular file (a folder)")
+    assert kinds["loop_a"] == ("unreadable", "symlink loop")
+
+
+def test_read_is_bounded(tmp_path, monkeypatch):
+    monkeypatch.setattr(fs, "MAX_READ_BYTES", 10)
+    (tmp_path / "big").write_bytes(b"x" * 11)
+    (tmp_path / "small").write_bytes(b"x" * 10)
+    root = fs.Root(str(tmp_path))
+    assert root.read("big") is None
+    assert root.read("small") == "x" * 10
+    assert root.problems == [{"path": "big", "kind": "invalid", "detail": "larger than 10 bytes"}]
+
+
+def test_atomic_write_replaces_keeps_mode_and_validates_first(tmp_path):
+    target = tmp_path / "grub"
+    target.write_text("old\n")
+    os.chmod(str(target), 0o600)
+    fs.atomic_write(str(target), "new\n")
+    assert target.read_text() == "new\n"
+    assert oct(os.stat(str(target)).st_mode & 0o777) == oct(0o600)
+
+    def refuse(data):
+        raise ValueError("unterminated quote on line 1")
+    with pytest.raises(fs.WriteError) as err:
+        fs.atomic_write(str(target), "GRUB_CMDLINE_LINUX=\"x\n", validate=refuse)
+    assert str(err.value) == "%s: not written, the new content is not valid: unterminated quote on line 1" % target
+    assert target.read_text() == "new\n"
+    assert sorted(os.listdir(str(tmp_path))) == ["grub"]
+
+
+def test_atomic_write_failure_names_path_and_leaves_nothing(tmp_path):
+    with pytest.raises(fs.WriteError) as err:
+        fs.atomic_write(str(tmp_path / "absent" / "file"), b"x")
+    assert str(err.value).startswith("%s: cannot write (" % (tmp_path / "absent" / "file"))
+    (tmp_path / "dir").mkdir()
+    with pytest.raises(fs.WriteError) as err:
+        fs.atomic_write(str(tmp_path / "dir"), "x")
+    assert "it is a folder" in str(err.value)
+    assert sorted(os.listdir(str(tmp_path))) == ["dir"]
+    new = tmp_path / "fresh"
+    fs.atomic_write(str(new), "x")
+    assert oct(os.stat(str(new)).st_mode & 0o777) == oct(0o644)
