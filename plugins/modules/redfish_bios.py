@@ -381,7 +381,8 @@ def main():
     )
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True,
                            required_one_of=[("attributes", "settings")])
-    run_module(module, lambda client: run(module, client))
+    run_module(module, lambda client: run(module, client),
+               check=lambda params: _bios.check_input(params["attributes"], params["settings"]))
 
 
 if __name__ == "__main__":

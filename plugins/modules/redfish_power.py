@@ -95,12 +95,8 @@ seconds:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.provision.plugins.module_utils._bmc.power import power_cycle, reset_target
+from ansible_collections.gpufleet.provision.plugins.module_utils._bmc.power import OPTION_RANGES, can_reset, power_cycle, reset_target
 from ansible_collections.gpufleet.provision.plugins.module_utils._bmc.redfish import connection_spec, run_module
-
-
-def can_reset(system):
-    return bool(((system.get("Actions") or {}).get("#ComputerSystem.Reset") or {}).get("target"))
 
 
 def main():
@@ -126,7 +122,7 @@ def main():
         return power_cycle(client, path, system, p["state"], p["graceful"], p["force_after"],
                            p["wait_timeout"], p["poll_interval"])
 
-    run_module(module, work)
+    run_module(module, work, ranges=OPTION_RANGES)
 
 
 if __name__ == "__main__":
