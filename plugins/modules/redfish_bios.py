@@ -86,7 +86,10 @@ options:
     choices: [fail, warn]
     default: fail
   attributes:
-    description: 'Raw BIOS attributes, vendor names and values, for example C({LogicalProc: Enabled}).'
+    description:
+      - 'Raw BIOS attributes, vendor names and values, for example C({LogicalProc: Enabled}).'
+      - Each value must be a string, a number or a boolean; anything else (null, a list, an object)
+        fails the task before the first request.
     type: dict
   settings:
     description: Portable settings, resolved against this BMC's attribute registry.

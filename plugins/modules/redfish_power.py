@@ -44,18 +44,20 @@ options:
     type: bool
     default: true
   force_after:
-    description: Seconds to wait for a graceful restart or shutdown before forcing it.
+    description: Seconds to wait for a graceful restart or shutdown before forcing it (0 to 86400).
     type: int
     default: 300
   wait_timeout:
-    description: Seconds to wait in total for the wanted power state.
+    description: Seconds to wait in total for the wanted power state (1 to 86400).
     type: int
     default: 900
   poll_interval:
-    description: Seconds between two reads of C(PowerState).
+    description: Seconds between two reads of C(PowerState) (0.1 to 3600).
     type: float
     default: 2.0
 notes:
+  - Every option is checked before the first request; a value out of range fails the task naming
+    the option, and no reset is posted.
   - A BMC that goes Off and On again faster than O(poll_interval) is not seen Off; the module then
     sends C(ForceRestart) after O(force_after). Keep O(poll_interval) below the server's POST time.
 seealso:
