@@ -152,6 +152,11 @@ def member_paths(bmc, where, collection):
     return [member["@odata.id"] for member in members(bmc, where, collection)]
 
 
+def printable(url):
+    """Whether a URL or path is printable ASCII without spaces (what http.client sends as is)."""
+    return isinstance(url, str) and bool(url) and all(33 <= ord(char) <= 126 for char in url)
+
+
 def origin(url):
     """(scheme, host, port) of a URL, default ports filled in; None when it cannot be parsed."""
     try:
@@ -188,15 +193,19 @@ class RedfishClient:
 
     def __init__(self, baseurl, username, password, validate_certs=True, ca_path=None, timeout=10,
                  retries=3, auth="basic", backoff=0.5, sleep=time.sleep):
-        if not baseurl or "://" not in baseurl:
-            raise RedfishError("BMC %r: baseurl must look like https://<address>[:port]" % (baseurl,))
-        parts = urlsplit(baseurl)
-        if parts.username or parts.password:
+        try:
+            parts = urlsplit(baseurl or "")
+        except ValueError:
+            parts = None
+        if parts is not None and (parts.username or parts.password):  # first: never echo them
             raise RedfishError("BMC %s://%s: put credentials in username/password, not in baseurl" % (
                 parts.scheme, parts.hostname))
-        base_origin = origin(baseurl)
+        base_origin = origin(baseurl) if parts is not None and "://" in baseurl else None
         if base_origin is None or base_origin[0] not in ("https", "http") or not base_origin[1]:
             raise RedfishError("BMC %r: baseurl must look like https://<address>[:port]" % (baseurl,))
+        if not printable(baseurl) or parts.query or parts.fragment:
+            raise RedfishError("BMC %r: baseurl must look like https://<address>[:port], in printable ASCII without "
+                               "spaces, a query or a fragment" % (baseurl,))
         self.base = baseurl.rstrip("/")
         self.name = self.base
         self.origin = base_origin
@@ -219,6 +228,9 @@ class RedfishClient:
     def _url(self, path, private):
         """The URL of a path or link. A link to another scheme, host or port is refused when the
         request carries credentials or a body (``private``): a BMC's links never leave it."""
+        if not printable(path):
+            raise RedfishError("BMC %s: %r is not a URL path (printable ASCII without spaces expected)" % (
+                self.name, _clip(path)))
         if not (path.startswith("http://") or path.startswith("https://")):
             return self.base + path
         if private and origin(path) != self.origin:
@@ -273,7 +285,7 @@ class RedfishClient:
             target = urljoin(url, location)
         except ValueError:
             target = location
-        if origin(target) is None or origin(target) != origin(url):
+        if not printable(target) or origin(target) is None or origin(target) != origin(url):
             raise RedfishError("BMC %s: %s %s is redirected (HTTP %d) to %s, another scheme, host or port: not "
                                "followed, so no credentials go there; set baseurl to the address the BMC serves" % (
                                    self.name, method, url, exc.code, _clip(target, 300)))

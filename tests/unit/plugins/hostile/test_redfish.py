@@ -335,6 +335,7 @@ NOT_JSON = [
     ("member without @odata.id", ROOT + "/Systems", {"Members": [{"Id": "1"}]}, "Members[0]"),
     ("member @odata.id a number", ROOT + "/Systems", {"Members": [{"@odata.id": 7}]}, "Members[0]"),
     ("member is a string", ROOT + "/Systems", {"Members": [SYSTEM]}, "Members[0] is a string"),
+    ("member path is not ASCII", ROOT + "/Systems", {"Members": [{"@odata.id": SYSTEM + "\u00e9"}]}, "not a URL path"),
     ("system is empty", SYSTEM, Answer(200, b"   "), "empty body"),
     ("system is a list", SYSTEM, [], "expected a JSON object"),
 ]

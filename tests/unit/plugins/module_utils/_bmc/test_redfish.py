@@ -113,3 +113,18 @@ def test_baseurl_must_be_http_with_a_host(url):
 def test_missing_ca_path_is_named(tmp_path):
     with pytest.raises(_redfish.RedfishError, match="BMC https://b: ca_path %s: no such file" % (tmp_path / "x.pem")):
         _redfish.RedfishClient("https://b", "u", "pw", ca_path=str(tmp_path / "x.pem"))
+
+
+@pytest.mark.parametrize("url", ["https://[::1", "https://b c", "https://b/\u00e9", "https://b?x=1", "https://\x00b",
+                                 "ftp://root:calvin-secret@b", "https://root:calvin-secret@b:bad"])
+def test_hostile_baseurl_is_refused_without_echoing_credentials(url):
+    with pytest.raises(_redfish.RedfishError, match="baseurl") as err:
+        _redfish.RedfishClient(url, "u", "pw")
+    assert "calvin-secret" not in str(err.value)
+
+
+def test_a_link_that_is_no_url_path_is_named():
+    client = _redfish.RedfishClient("https://b", "u", "pw")
+    for link in ("/redfish/v1/Systems/\u00e9", "/redfish/v1/a b", "/redfish\r\nX-Injected: 1"):
+        with pytest.raises(_redfish.RedfishError, match="BMC https://b: .* is not a URL path"):
+            client._url(link, True)
