@@ -48,21 +48,21 @@ t0=$SECONDS
 # container names, tests/integration/*/conftest.py), and most of a lab test's time is waiting for
 # reboots and BMC resets, so they overlap well even on 2 cores.
 step pytest-a "$BIN/pytest" -q tests/unit tests/lab tests/integration/lab tests/integration/fabric \
-  tests/integration/redfish tests/integration/validate &
+  tests/integration/redfish tests/integration/validate tests/integration/example_inventory &
 pids=$!
 step pytest-b "$BIN/pytest" -q tests/integration/provision tests/integration/devices tests/integration/roce tests/integration/image &
 pids="$pids $!"
 step pytest-c "$BIN/pytest" -q tests/integration/drivers tests/integration/awx tests/integration/guest tests/integration/roce_twin &
 pids="$pids $!"
 # every test folder is in exactly one of the three (a new folder must be added above)
-missing=$(cd tests && ls -d unit lab integration/* | grep -vxE 'unit|lab|integration/(lab|fabric|redfish|validate|provision|devices|drivers|awx|guest|roce|roce_twin|image)|integration/__pycache__|integration/conftest.py' || true)
+missing=$(cd tests && ls -d unit lab integration/* | grep -vxE 'unit|lab|integration/(lab|fabric|redfish|validate|example_inventory|provision|devices|drivers|awx|guest|roce|roce_twin|image)|integration/__pycache__|integration/conftest.py' || true)
 if [ -n "$missing" ]; then echo "ci: test folders in no pytest step: $missing"; echo 1 >"$LOGS/pytest-folders.rc"; echo 0 >"$LOGS/pytest-folders.time"; fi
 static
 wait $pids
 # galaxy-importer gives its ansible-lint 180 s (hard-coded): beside three pytest processes on 2
 # cores it ran out once (215 s); after them it takes about 75 s
 step galaxy-importer bash .ci/importer.sh
-molecule_all() { "$BIN/python" molecule/_shared/lab.py inventory && "$BIN/molecule" test --all; }
+molecule_all() { "$BIN/molecule" test --all; }
 step molecule molecule_all
 
 echo "ci: step                 exit  seconds"

@@ -1,14 +1,16 @@
 """The lab for molecule: the lab tests' private lab (shifted ports, prefixed containers: the
 GPUFLEET_LABTEST_SHIFT / GPUFLEET_LABTEST_PREFIX environment, as for the lab tests), its state and
-inventory in <checkout>/.build/molecule-lab. `python molecule/_shared/lab.py inventory|up|down`.
-`inventory` writes the inventory only (molecule links it in before anything runs: `make molecule`
-does it first); up and down are run by the scenarios' create and destroy playbooks. Never touches
-the default lab."""
+inventory in <checkout>/.build/molecule-lab. `python extensions/molecule/_shared/lab.py inventory|up|down`.
+`inventory` writes the inventory only; up and down are run by the scenarios' create and destroy
+playbooks. Molecule itself reads the same inventory through `inventory.py` (no file to generate
+first). Never touches the default lab."""
 import importlib.util
 import os
 import sys
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import yaml
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__)))))
 BASE = os.environ.get("GPUFLEET_MOLECULE_LAB", os.path.join(REPO, ".build", "molecule-lab"))
 
 
@@ -19,6 +21,15 @@ def _lab_class():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.Lab
+
+
+def inventory():
+    """The private lab's inventory (the YAML lab.sh reads), written and returned."""
+    os.makedirs(BASE, exist_ok=True)
+    lab = _lab_class()(BASE)
+    lab.write_inventory()
+    with open(os.path.join(BASE, "inventory", "hosts.yml")) as handle:
+        return yaml.safe_load(handle)
 
 
 def main(action):
