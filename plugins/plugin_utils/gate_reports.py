@@ -47,7 +47,7 @@ def _comparable(ext, text):
 def _node_name(node):
     """The node's name as the report files' name; ValueError when it is not one: the name comes from
     the node's own report, and ``../x`` or ``a/b`` must not write outside the folder (or the URL)."""
-    if not isinstance(node, str) or not _NODE.match(node) or node in (".", ".."):
+    if not isinstance(node, str) or not _NODE.fullmatch(node) or node in (".", ".."):
         raise ValueError("node name %r cannot name a report file (letters, digits and . _ : @ - only)" % (node,))
     return node
 

@@ -284,8 +284,7 @@ def mlx(tmp_path):
 
 
 def _nic(run_module, mlx, args, check=False):
-    from tests.unit.plugins.hostile import conftest   # noqa: F401  (the fixture's runner, with an env)
-    return conftest._run("nic_config", dict({"mlxconfig": mlx.tool}, **args), check=check, env=mlx.env)
+    return run_module("nic_config", dict({"mlxconfig": mlx.tool}, **args), check=check, env=mlx.env)
 
 
 @pytest.mark.parametrize("row", [
