@@ -19,7 +19,10 @@ description:
     boots, and a content hash. Rewritten only when the content changed.
   - O(state=compare) changes nothing and says whether the node booted from an image that still is
     what its profile asks, with every pinned package installed at the image's version and held;
-    then C(provision.yml) does no package work (RV(match)).
+    then C(provision.yml) does no package work (RV(match)). A manifest that is not one (not JSON, a JSON
+    list or number, keys of the wrong type, a FIFO or a folder in its place) is a reason, never an error.
+  - With O(state=present) a manifest that is not one is replaced; a folder or a FIFO in its place fails
+    naming it. The manifest is written whole through a temporary file beside it.
 author:
   - gpufleet maintainers (@gpufleet)
 options:
@@ -180,7 +183,8 @@ def run(module):
         raise _image.ImageError("%s: %s" % (path, problem))
     cfg = _grub_cfg(_fs.Root(p["root"]), p["grub_cfg"])
     packages, holds = _database(module)
-    new = _image.build(desired, packages, holds, cfg, built=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    new = _image.build(desired, packages, holds, cfg, built=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                       cfg_name=p["grub_cfg"].lstrip("/"))
     if p["rewashed"] and old:
         new["rewashed"] = old.get("content_hash")
         new["content_hash"] = _image.content_hash(new)

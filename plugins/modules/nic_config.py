@@ -15,6 +15,9 @@ description:
   - Queries each device with C(mlxconfig -e -d <pci> q NAME...) (Default, Current and Next Boot
     columns), sets the parameters whose Next Boot value differs (C(mlxconfig -y -d <pci> set NAME=value)),
     and queries again.
+  - Every device is queried and every wanted row parsed before the first set. A row whose values are
+    not numbers (or a query without the Configurations table) fails naming the device and the row,
+    and nothing is set on any device.
   - These settings take effect at the next boot. The reboot is asked for from state, never from
     C(changed) - every parameter whose Current value differs from the wanted one is a reboot reason,
     also when an earlier, interrupted run already set Next Boot.
@@ -22,13 +25,14 @@ author:
   - gpufleet maintainers (@gpufleet)
 options:
   devices:
-    description: PCI addresses of the NICs (C(0000:19:00.0)), for example the rail NICs of the node facts.
+    description: PCI addresses of the NICs (C(0000:19:00.0)), for example the rail NICs of the node facts. No blanks, no leading dash.
     type: list
     elements: str
     required: true
   settings:
     description:
       - Parameter name -> wanted value as mlxconfig numbers it, for example C(ATS_ENABLED) 1; booleans are 1/0.
+      - Names as mlxconfig prints them (capitals, digits, underscores); values whole numbers, 0 or more.
     type: dict
     required: true
   mlxconfig:
@@ -56,7 +60,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 devices:
-  description: Per device, the parameters before and after (default, current, next_boot) and what was set.
+  description: Per device, the parameters after the run (default, current, next_boot) and what was set (check mode - would be).
   returned: always
   type: dict
   sample: {"0000:19:00.0": {set: {ATS_ENABLED: 1}, params: {ATS_ENABLED: {default: 0, current: 0, next_boot: 1}}}}
@@ -156,7 +160,7 @@ def run(module):
     if tool is None and module.check_mode:
         return _predict(module, devices, settings)
     if tool is None:
-        raise NicConfigError("%s not found on the node (install MFT or mstflint)" % module.params["mlxconfig"])
+        raise NicConfigError("mlxconfig %r not found on the node (install MFT or mstflint)" % module.params["mlxconfig"])
     # every device queried and every row parsed before the first set: a misread never becomes a write
     queries, plans = {}, {}
     for pci in devices:

@@ -63,7 +63,11 @@ options:
     version_added: 0.3.0
     suboptions:
       files:
-        description: The files, each C({path, content, mode, diff}); folders are created (0755).
+        description:
+          - The files, each C({path, content, mode, diff}); folders are created (0755).
+          - Every file is checked before the first write - an absolute path whose folders can be made,
+            an octal mode, nothing but a regular file in its place - and written whole through a
+            temporary file beside it.
         type: list
         elements: dict
         required: true
@@ -81,7 +85,7 @@ options:
         elements: path
         default: []
       unit:
-        description: The systemd unit to enable (its file among O(boot.files)); empty enables nothing.
+        description: The systemd unit to enable (its file among O(boot.files)), a unit name such as C(x.service); empty enables nothing.
         type: str
         default: ""
 extends_documentation_fragment:

@@ -22,15 +22,20 @@ description:
     file system, a partition table, RAID/LVM/LUKS metadata, partitions, holders, mounted elsewhere -
     is refused, naming the device and what was found; nothing is changed.
   - Growing, shrinking and repartitioning are out of scope.
+  - The options are checked before anything is read or written - an absolute mount point without
+    C(.)/C(..) parts, tabs or newlines (a space is escaped in fstab), mount options without blanks, C(#)
+    or backslashes, a plain file system type, a size of 0 or more - so nothing can add or break a line
+    of the fstab. The fstab is read first (a FIFO, a folder or a file that is not text there is an error),
+    and its problems (two entries for the mount point, the UUID already used) are found before C(mkfs).
 author:
   - gpufleet maintainers (@gpufleet)
 options:
   path:
-    description: The mount point (created when missing).
+    description: The mount point, an absolute path (created when missing; not V(/)).
     type: path
     required: true
   device:
-    description: The device (a C(/dev/disk/by-id/...) path is best; symlinks are resolved).
+    description: The device, an absolute path (a C(/dev/disk/by-id/...) path is best; symlinks are resolved).
     type: path
     required: true
   fstype:
@@ -38,7 +43,7 @@ options:
     type: str
     required: true
   options:
-    description: Mount options.
+    description: Mount options, comma-separated (no blank, C(#) or backslash, no empty item).
     type: str
     default: defaults
   min_size_gb:

@@ -19,11 +19,14 @@ description:
   - "Run time (O(runtime)): writes each differing setting through O(hardware_root) and reads it back;
     a setting that did not take (1 GiB pages the kernel could not find, a THP file that does not
     accept the mode) is a reboot reason naming it."
+  - "Every option, file and setting is read and checked before the first write (files read without
+    blocking; a FIFO or a folder where a file goes fails naming it); files are replaced whole through a
+    temporary file beside them, and a write that fails names the path and leaves nothing behind."
 author:
   - gpufleet maintainers (@gpufleet)
 options:
   hugepages:
-    description: Pool size in kB -> page count (the profile's C(memory.hugepages)).
+    description: Pool size in kB -> page count (the profile's C(memory.hugepages)); both whole numbers, the count 0 or more.
     type: dict
     default: {}
   thp:
@@ -35,7 +38,7 @@ options:
     type: int
     choices: [0, 1]
   governor:
-    description: cpufreq governor of every CPU; unset leaves it alone.
+    description: cpufreq governor of every CPU (a governor's name such as C(performance)); unset leaves it alone.
     type: str
   runtime:
     description: Also apply the settings now, where the kernel allows it.

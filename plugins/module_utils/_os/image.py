@@ -41,13 +41,14 @@ def versions(packages):
     return dict((name, entries[0].get("version")) for name, entries in sorted((packages or {}).items()) if entries)
 
 
-def build(desired, packages, holds, grub_cfg, built=None):
+def build(desired, packages, holds, grub_cfg, built=None, cfg_name="boot/grub/grub.cfg"):
     """The manifest: ``desired`` is ``_desired.derive("image", profile)``, ``packages`` the package
     database in ``package_facts`` form, ``holds`` the held names, ``grub_cfg`` the text of the
-    generated GRUB configuration (its default entry gives the kernel and command line the image boots)."""
+    generated GRUB configuration (its default entry gives the kernel and command line the image boots),
+    ``cfg_name`` its path for messages."""
     entry = _grub.default_entry(grub_cfg or "")
     if entry is None:
-        raise ImageError("boot/grub/grub.cfg has no default entry: run the kernel and kernel_cmdline roles first")
+        raise ImageError("%s has no default entry: run the kernel and kernel_cmdline roles first" % cfg_name)
     installed = versions(packages)
     held = sorted(set(holds or ()))
     missing = [name for name in held if name not in installed]
