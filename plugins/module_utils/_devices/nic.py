@@ -77,11 +77,13 @@ def parse_mlxconfig_query(text):
 
 
 def check_query(query, names, device):
-    """Every row of the wanted ``names`` parsed: each column a number (``True(1)``, ``ETH(2)``, ``16``).
+    """Every row of a query by ``names`` parsed: each column a number (``True(1)``, ``ETH(2)``, ``16``).
     ValueError naming the device and the row otherwise: a value that did not parse would compare as
     different and be "set" on nothing but a misread."""
-    for name in names:
-        param = (query.get("params") or {}).get(name)
+    params = query.get("params") or {}
+    # the wanted rows, and any other row the tool printed for a query by name (it prints only those)
+    for name in sorted(set(names) | (set(params) if names else set())):
+        param = params.get(name)
         if param is None:
             raise ValueError("%s: mlxconfig has no parameter %s (this firmware does not support it)" % (device, name))
         for column in query.get("columns") or []:
