@@ -31,7 +31,8 @@ import hashlib
 import json
 import os
 import stat
-import tempfile
+
+from ansible_collections.gpufleet.provision.plugins.module_utils._node import fs as _fs
 
 SCHEMA = 1
 DEFAULT_PATH = "/var/lib/gpufleet/converged.json"
@@ -182,16 +183,18 @@ def read(path):
 
 
 def write(path, stamp):
-    """Write ``stamp`` at ``path`` atomically (its folder made, mode 0644). Raises StampError."""
+    """Write ``stamp`` at ``path`` atomically (fs.atomic_write: its folder made, mode 0644, no
+    temporary file left on failure). Raises StampError naming the path and the cause."""
     folder = os.path.dirname(path) or "."
     try:
         if not os.path.isdir(folder):
             os.makedirs(folder, 0o755)
-        fd, tmp = tempfile.mkstemp(prefix=".converged.", dir=folder)
-        with os.fdopen(fd, "w") as handle:
-            json.dump(stamp, handle, sort_keys=True, indent=1)
-            handle.write("\n")
-        os.chmod(tmp, 0o644)
-        os.rename(tmp, path)
+        text = json.dumps(stamp, sort_keys=True, indent=1) + "\n"
     except (IOError, OSError) as exc:
-        raise StampError("converged stamp %s: cannot be written: %s" % (path, exc))
+        raise StampError("converged stamp %s: cannot be written: %s" % (path, exc.strerror or exc))
+    except (TypeError, ValueError) as exc:
+        raise StampError("converged stamp %s: cannot be written, not JSON: %s" % (path, exc))
+    try:
+        _fs.atomic_write(path, text, mode=0o644)
+    except _fs.WriteError as exc:
+        raise StampError("converged stamp %s" % exc)
