@@ -186,7 +186,7 @@ _FORMS = {dict: "a mapping", list: "a list", str: "a string", int: "an integer",
           (str, int): "a string or an integer"}
 
 
-def _check_form(value, spec, where, optional=True):
+def check_form(value, spec, where, optional=True):
     """FabricError naming ``where`` (host and key) when ``value`` is not of the form ``spec`` (None:
     absent, except as an item of a list)."""
     if value is None and optional:
@@ -199,13 +199,13 @@ def _check_form(value, spec, where, optional=True):
         raise FabricError("%s must be %s, got %s %r" % (where, _FORMS.get(kind, kind), type(value).__name__, value))
     if isinstance(spec, list):
         for index, item in enumerate(value):
-            _check_form(item, spec[0], "%s[%d]" % (where, index), optional=False)
+            check_form(item, spec[0], "%s[%d]" % (where, index), optional=False)
     elif isinstance(spec, tuple) and spec[:1] == ("each",):
         for key, item in value.items():
-            _check_form(item, spec[1], "%s.%s" % (where, key))
+            check_form(item, spec[1], "%s.%s" % (where, key), optional=False)
     elif isinstance(spec, dict):
         for key, form in spec.items():
-            _check_form(value.get(key), form, "%s.%s" % (where, key))
+            check_form(value.get(key), form, "%s.%s" % (where, key))
 
 
 def check_nodes(nodes, option="nodes"):
@@ -218,7 +218,7 @@ def check_nodes(nodes, option="nodes"):
             raise FabricError("%s: host %s: expected an object {report, facts}, got %s %r"
                               % (option, host, type(entry).__name__, entry))
         for key, spec in NODE_ENTRY.items():
-            _check_form(entry.get(key), spec, "%s: host %s: %s" % (option, host, key))
+            check_form(entry.get(key), spec, "%s: host %s: %s" % (option, host, key))
 
 
 RAIL_PLAN = {"rails": [{"rail": int, "cidr": str, "interface": str, "gateway": str, "routes": list}]}
@@ -230,7 +230,7 @@ def check_rail_plans(plans, option="rail_plans"):
         raise FabricError("%s: expected a mapping of host name to its rail plan, got %s" % (option, type(plans).__name__))
     for host, plan in plans.items():
         where = "%s: host %s: plan" % (option, host)
-        _check_form(plan, RAIL_PLAN, where, optional=False)
+        check_form(plan, RAIL_PLAN, where, optional=False)
         for index, rail in enumerate(plan.get("rails") or []):
             for key in ("rail", "cidr"):
                 if rail.get(key) is None:

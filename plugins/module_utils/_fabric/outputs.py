@@ -527,7 +527,7 @@ def check_shrink(dest, previous, doc, allow=False):
     if len(lost) > SHRINK_LIMIT * len(previous):
         names = sorted(lost, key=natural_key)
         raise FabricError(
-            "%s: the new inventory has %d of the %d hosts of the one in place (%d gone: %s%s); a failed or partial "
-            "capture? Nothing written. Set allow_shrink: true if the fabric really shrank"
-            % (os.path.join(dest, "fabric.json"), len(previous) - len(lost), len(previous), len(lost),
+            "%s: the new inventory has %d host(s), %d of the %d of the one in place (%d gone: %s%s); a failed or "
+            "partial capture? Nothing written. Set allow_shrink: true if the fabric really shrank"
+            % (os.path.join(dest, "fabric.json"), len(doc["nodes"]), len(previous) - len(lost), len(previous), len(lost),
                ", ".join(names[:5]), " and %d more" % (len(names) - 5) if len(names) > 5 else ""))

@@ -268,8 +268,8 @@ def test_a_new_inventory_that_lost_most_hosts_is_refused(tmp_path):
     try:
         out.check_shrink(dest, previous, {"nodes": {"a": {}}})                     # 3 of 4 gone
     except _fabric.FabricError as exc:
-        assert str(exc) == ("%s: the new inventory has 1 of the 4 hosts of the one in place (3 gone: b, c, d); a failed "
-                            "or partial capture? Nothing written. Set allow_shrink: true if the fabric really shrank"
+        assert str(exc) == ("%s: the new inventory has 1 host(s), 1 of the 4 of the one in place (3 gone: b, c, d); a "
+                            "failed or partial capture? Nothing written. Set allow_shrink: true if the fabric really shrank"
                             % os.path.join(dest, "fabric.json"))
     else:
         raise AssertionError("a shrink to a quarter was accepted")
