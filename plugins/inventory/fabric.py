@@ -126,8 +126,8 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
                 kinds_of.setdefault(a["host"], set()).add(a.get("kind"))
         for host in sorted(doc["nodes"]):
             node = doc["nodes"][host]
-            if not isinstance(node, dict):
-                raise AnsibleParserError("fabric inventory %s: node %s is not an object" % (source, host))
+            if not host or any(c.isspace() for c in host):
+                raise AnsibleParserError("fabric inventory %s: node %r is not a host name (empty or with blanks)" % (source, host))
             if host.lower() in default_names or host.split(".")[0].lower() in default_names:
                 self.display.warning("fabric inventory %s: node %r has a default host name; not added as a host" % (source, host))
                 continue

@@ -55,13 +55,17 @@ def previous(realdata, run_module, tmp_path_factory, tmp_path):
 
 
 def snapshot(folder):
-    """Every file under folder -> (bytes, mtime_ns)."""
+    """Every entry under folder -> (bytes of a regular file, else its mode; mtime_ns)."""
     out = {}
-    for root, _dirs, names in os.walk(folder):
-        for name in names:
+    for root, dirs, names in os.walk(folder):
+        for name in names + dirs:
             path = os.path.join(root, name)
-            with open(path, "rb") as handle:
-                out[os.path.relpath(path, folder)] = (handle.read(), os.stat(path).st_mtime_ns)
+            st = os.lstat(path)
+            if os.path.isfile(path) and not os.path.islink(path):
+                with open(path, "rb") as handle:
+                    out[os.path.relpath(path, folder)] = (handle.read(), st.st_mtime_ns)
+            else:
+                out[os.path.relpath(path, folder)] = (st.st_mode, st.st_mtime_ns)
     return out
 
 
@@ -198,6 +202,16 @@ def test_options_of_the_wrong_type_name_the_option_and_change_nothing(previous, 
     refused(run_module, clear_error, dest, dict(args, ibnetdiscover=[capture]), *names)
 
 
+@pytest.mark.parametrize("make, why", [(os.mkfifo, "a FIFO"), (os.mkdir, "a folder"),
+                                       (lambda p: os.symlink(p + ".gone", p), "a dangling symbolic link")])
+def test_an_output_that_is_no_regular_file_is_never_read_or_replaced(previous, run_module, clear_error, make, why):
+    capture, dest = previous
+    path = os.path.join(dest, "topology.conf")
+    os.remove(path)
+    make(path)
+    refused(run_module, clear_error, dest, {"ibnetdiscover": [capture]}, path, "not a regular file", why)
+
+
 def test_dest_that_is_a_file(previous, tmp_path, run_module, clear_error):
     capture, _dest = previous
     path = tmp_path / "dest-file"
@@ -270,6 +284,9 @@ def _doc(**changes):
     (_doc(anomalies="x"), None, "anomalies must be a list"),
     (_doc(anomalies=[{"kind": "unnamed_hca", "guid": ["x"]}]), None, "anomalies[0].guid"),
     (_doc(policy=["localhost"]), None, "policy must be a mapping"),
+    (_doc(nodes={"": {"status": "green"}}), None, "node '' is not a host name"),
+    (_doc(nodes={"gpu 001": {"status": "green"}}), None, "node 'gpu 001' is not a host name"),
+    (_doc(nodes={"gpu001": {"status": ["green"]}}), None, "nodes.gpu001.status must be a string"),
     (None, os.mkfifo, "not a regular file"),
     (None, os.mkdir, "not a regular file"),
 ])
