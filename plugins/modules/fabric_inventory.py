@@ -60,6 +60,8 @@ options:
       - C(pass) makes a node C(green), C(fail) C(quarantined), anything else or no entry C(unknown).
       - Facts map adapters to hosts by GUID (even when the node description was never set), give the
         RDMA device names for NCCL, the rail of each NIC (the GPU it pairs with), and exclude storage NICs.
+      - A value of the wrong type (a list where the facts have a mapping, a rail that is no integer) fails the
+        module, naming the host and the key.
     type: dict
     default: {}
   reports_dir:

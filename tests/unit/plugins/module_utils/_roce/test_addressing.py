@@ -241,8 +241,8 @@ def test_explicit_routed_subnets_that_do_not_merge_never_route_the_own_subnet():
     10.100.1.0/25 (left alone). A route to the interface's own subnet via the gateway would replace
     the kernel's connected route (`ip route replace`): routes go to the OTHER subnets only."""
     plan = A.plan({"su_size": 32, "rails": [{"rail": 0, "su": 0, "subnet": "10.100.0.0/25"},
-                                             {"rail": 0, "su": 1, "subnet": "10.100.0.128/25"},
-                                             {"rail": 0, "su": 2, "subnet": "10.100.1.0/25"}]}, 1)
+                                            {"rail": 0, "su": 1, "subnet": "10.100.0.128/25"},
+                                            {"rail": 0, "su": 2, "subnet": "10.100.1.0/25"}]}, 1)
     # index 70: SU 70 // 32 = 2, place 6: 10.100.1.0 + 2 + 6
     rail = A.host_plan(plan, "gpu070", 70)["rails"][0]
     assert (rail["cidr"], rail["gateway"]) == ("10.100.1.8/25", "10.100.1.1")
