@@ -421,7 +421,7 @@ def main():
     try:
         check_params(module.params)
         # the hosts of the inventory in place, read before the new one is built (never both in memory)
-        previous, warning = _fabric_outputs.previous_hosts(dest)
+        previous, warning = (None, None) if module.params["allow_shrink"] else _fabric_outputs.previous_hosts(dest)
         if warning:
             module.warn(warning)
         doc, files, notes = build(module.params)

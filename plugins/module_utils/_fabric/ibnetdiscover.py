@@ -31,6 +31,7 @@ __metaclass__ = type
 import gc
 import io
 import re
+from operator import itemgetter
 
 # Node line: Switch/Ca/Rt, port count, quoted id, then an optional comment with the description.
 _NODE_RE = re.compile(r'^(Switch|Ca|Rt)\s+(\d+)\s+"([SHR])-([0-9a-fA-F]+)"\s*(?:#\s*"([^"]*)"(.*))?$')
@@ -131,6 +132,7 @@ def parse_file(path):
 
 SNIFF_BYTES = 64 * 1024     # how much of a file's head tells text from binary
 TAIL_BYTES = 4096           # how much of its end tells a whole last record from a cut one
+NOT_TEXT_SHARE = 0.05       # more characters than this share of the head undecodable or control: not text
 
 
 def sniff(path):
@@ -145,11 +147,12 @@ def sniff(path):
         return "empty (only blank lines): the capture failed or was never written"
     if b"\0" in head:
         return "not text (NUL bytes at offset %d: a binary file, not ibnetdiscover output)" % head.index(b"\0")
-    try:
-        head.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        if exc.start < len(head) - 4:   # not merely a character cut by the end of the sample
-            return "not text (byte 0x%02x at offset %d is not UTF-8: not ibnetdiscover output)" % (head[exc.start], exc.start)
+    # a byte that is not UTF-8 in a node description is a garbled line (a warning with its number);
+    # a file of them is a binary (gzip, an image, UTF-16 without its NULs in the sample...)
+    text = head.decode("utf-8", "replace")
+    bad = sum(1 for c in text if c == "\ufffd" or (c < " " and c not in "\t\n\r\f\v"))
+    if bad > NOT_TEXT_SHARE * len(text):
+        return "not text (%d of the first %d characters are not UTF-8 text: not ibnetdiscover output)" % (bad, len(text))
     return None
 
 
@@ -174,17 +177,19 @@ def capture_problem(path, capture):
     lines = [line for line in tail.split(b"\n") if line.strip()]
     if lines and lines[-1].split(b"=", 1)[0] in _HEADER_BYTES:
         return "truncated record: the file ends with the header of a record without its Switch or Ca line (%r)" % _last_line(tail)
-    nodes = capture["nodes"]
-    last = max(nodes.values(), key=lambda n: n["line"])
-    if last["kind"] == "switch" and not any(last["guid"] in (link["a"], link["b"]) for link in capture["links"]):
+    nodes, links = capture["nodes"], capture["links"]
+    last = max(nodes.values(), key=itemgetter("line"))
+    ends = set(map(itemgetter("a"), links))       # sets, not a loop: 10^5 links at 8k nodes
+    ends.update(map(itemgetter("b"), links))
+    if last["kind"] == "switch" and last["guid"] not in ends:
         return ("truncated record: the last record, switch %s at line %d, lists no port (a switch is found through "
                 "its links: cut after its Switch line)" % (last["guid"], last["line"]))
-    for link in capture["links"]:
-        for end in ("a", "b"):
-            if link[end] not in nodes:
-                return ("truncated record: line %d links to %s, which has no record of its own (the records after "
-                        "the cut are missing)" % (link["line"], link[end]))
-        if not link["confirmed"] and last["guid"] in (link["a"], link["b"]) and link["a"] != last["guid"]:
+    if not ends.issubset(nodes):
+        link = next(link for link in links if link["a"] not in nodes or link["b"] not in nodes)
+        return ("truncated record: line %d links to %s, which has no record of its own (the records after the cut "
+                "are missing)" % (link["line"], link["a"] if link["a"] not in nodes else link["b"]))
+    for link in links if not all(map(itemgetter("confirmed"), links)) else ():
+        if not link["confirmed"] and link["b"] == last["guid"] and link["a"] != last["guid"]:
             return ("truncated record: the last record, %s %s at line %d, does not list its port %d that line %d "
                     "links to (cut among its port lines)" % (last["kind"], last["guid"], last["line"],
                                                              link["b_port"], link["line"]))

@@ -333,7 +333,8 @@ def test_empty_binary_and_html_captures_hold_no_fabric(tmp_path):
         "empty.out": (b"", "empty (0 bytes)"),
         "blank.out": (b"\n\n  \n", "empty (only blank lines)"),
         "binary.out": (b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)), "not text (NUL bytes at offset 7"),
-        "latin1.out": (b"vendid=0x2c9\n\xe9\xe8\xff garbage " * 3, "not text (byte 0xe9 at offset 13 is not UTF-8"),
+        "latin1.out": (b"vendid=0x2c9\n\xe9\xe8\xff garbage " * 3, "not text (9 of the first 75 characters are not UTF-8"),
+        "gzip.out": (b"\x1f\x8b\x08\x08\xc3\x9a\x8ff\x02\x03superpod.out\x01\xed\xbd\xdb\x92", "not text"),
         "error.html": (b"<!DOCTYPE html>\n<html><body><h1>502 Bad Gateway</h1></body></html>\n",
                        "no switch or HCA records (2 lines, none of them a Switch or Ca line: not ibnetdiscover "
                        "output; it starts with '<!DOCTYPE html>')"),
@@ -343,6 +344,14 @@ def test_empty_binary_and_html_captures_hold_no_fabric(tmp_path):
         path = tmp_path / name
         path.write_bytes(data)
         assert _problem(path).startswith(why), name
+
+
+def test_one_byte_that_is_not_utf8_is_a_garbled_line_not_a_binary(realdata, tmp_path):
+    with open(os.path.join(realdata, SUPERPOD), "rb") as handle:
+        data = handle.read()
+    path = tmp_path / "latin1-description.out"
+    path.write_bytes(data.replace(b"a08-p1-dgx-04-c01 mlx5_5", b"a08-p1-dgx-04-c\xe9 mlx5_5", 1))
+    assert _problem(path) is None
 
 
 def test_a_capture_cut_anywhere_is_a_truncated_record(realdata, tmp_path):
