@@ -61,6 +61,9 @@ def _check_kinds(host, interfaces, pinned, facts):
         if value not in (None, "") and not isinstance(value, kinds):
             raise AnsibleFilterError("rail_addresses(%s): %s must be %s, got %s %r"
                                      % (host, what, form, type(value).__name__, value))
+    for name in interfaces or ():
+        if not isinstance(name, str) or not name.strip():
+            raise AnsibleFilterError("rail_addresses(%s): interfaces must be netdev names, got %r" % (host, name))
 
 
 def rail_addresses(profile, host, index, interfaces=None, pinned=None, facts=None):

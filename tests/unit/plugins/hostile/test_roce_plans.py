@@ -81,6 +81,7 @@ def test_bad_indexes_name_the_host(index):
 
 @pytest.mark.parametrize("kwargs, named", [
     ({"interfaces": "ens1f0np0"}, "interfaces"), ({"interfaces": {"0": "x"}}, "interfaces"),
+    ({"interfaces": ["ens1f0np0", None]}, "interfaces must be netdev names"), ({"interfaces": [""]}, "interfaces"),
     ({"pinned": ["10.64.0.9"]}, "pinned"), ({"pinned": "10.64.0.9"}, "pinned"),
     ({"facts": [1]}, "facts"), ({"facts": "x"}, "facts"),
     ({"pinned": {7: "10.64.0.9"}}, "rail 7"), ({"pinned": {True: "10.64.0.9"}}, "rail True"),
