@@ -105,7 +105,8 @@ options:
     default: {}
   allow_shrink:
     description:
-      - Write a new inventory that has lost more than half of the hosts of the C(fabric.json) already in O(dest).
+      - Write a new inventory that has lost more than half of the hosts of the C(fabric.json) already in O(dest)
+        (hosts in the fabric, with an adapter in a capture or LLDP; a host known only from its gate report is lost).
       - Without it such an inventory (a capture of a segment that was down, the wrong file) fails the module and
         every file in O(dest) stays as it was; see docs/fabric.md.
     type: bool

@@ -526,19 +526,27 @@ def previous_hosts(dest):
         return None, "%s: not readable as an earlier fabric.json (%s); the new inventory is not compared with it" % (path, exc)
     if not isinstance(doc, dict) or not isinstance(doc.get("nodes"), dict):
         return None, "%s: not an earlier fabric.json (no `nodes` object); the new inventory is not compared with it" % path
-    return set(doc["nodes"]), None
+    return in_fabric(doc["nodes"]), None
+
+
+def in_fabric(nodes):
+    """The hosts with an adapter in a capture or LLDP (their segments): a host the gate knows but the
+    fabric lost (not_in_fabric) is in ``nodes`` too, and out of every scheduler file."""
+    return set(host for host, node in nodes.items() if isinstance(node, dict) and node.get("segments"))
 
 
 def check_shrink(dest, previous, doc, allow=False):
-    """FabricError when the new document lost more than SHRINK_LIMIT of ``previous`` hosts (unless
-    ``allow``): nothing is written then, every file stays as it was."""
+    """FabricError when the new document lost more than SHRINK_LIMIT of the ``previous`` hosts in the
+    fabric (unless ``allow``): nothing is written then, every file stays as it was. Hosts the gate
+    reports on but no capture shows count as lost: they leave every scheduler file."""
     if allow or not previous:
         return
-    lost = previous.difference(doc["nodes"])
+    now = in_fabric(doc["nodes"])
+    lost = previous.difference(now)
     if len(lost) > SHRINK_LIMIT * len(previous):
         names = sorted(lost, key=natural_key)
         raise FabricError(
-            "%s: the new inventory has %d host(s), %d of the %d of the one in place (%d gone: %s%s); a failed or "
-            "partial capture? Nothing written. Set allow_shrink: true if the fabric really shrank"
-            % (os.path.join(dest, "fabric.json"), len(doc["nodes"]), len(previous) - len(lost), len(previous), len(lost),
+            "%s: the new inventory has %d host(s) in the fabric, %d of the %d of the one in place (%d gone: %s%s); a "
+            "failed or partial capture? Nothing written. Set allow_shrink: true if the fabric really shrank"
+            % (os.path.join(dest, "fabric.json"), len(now), len(previous) - len(lost), len(previous), len(lost),
                ", ".join(names[:5]), " and %d more" % (len(names) - 5) if len(names) > 5 else ""))

@@ -138,7 +138,7 @@ def test_an_inventory_that_lost_most_hosts_is_refused_unless_allowed(previous, r
     # place of the SuperPOD segment's 119 hosts
     gb200 = os.path.join(realdata, GB200)
     outcome = refused(run_module, clear_error, dest, {"ibnetdiscover": [gb200]},
-                      os.path.join(dest, "fabric.json"), "allow_shrink", "0 host(s), 0 of the 119")
+                      os.path.join(dest, "fabric.json"), "allow_shrink", "0 host(s) in the fabric, 0 of the 119")
     outcome = run_module("fabric_inventory", {"ibnetdiscover": [gb200], "dest": dest}, check=True)
     clear_error(outcome, "allow_shrink")                   # check mode predicts the refusal
     outcome = run_module("fabric_inventory", {"ibnetdiscover": [gb200], "dest": dest, "allow_shrink": True})
@@ -147,6 +147,17 @@ def test_an_inventory_that_lost_most_hosts_is_refused_unless_allowed(previous, r
         doc = json.load(handle)
     assert doc["nodes"] == {} and [a["kind"] for a in doc["anomalies"]] == ["isolated_hca"]
     assert not [n for n in os.listdir(dest) if n not in OUTPUTS]
+
+
+def test_hosts_the_gate_knows_but_no_capture_shows_count_as_lost(previous, realdata, tmp_path, run_module, clear_error):
+    """The gate's reports keep every host in fabric.json (not_in_fabric) when the capture is of the
+    wrong segment; the Slurm files would lose them all: refused the same."""
+    _capture, dest = previous
+    with open(os.path.join(dest, "fabric.json")) as handle:
+        hosts = sorted(json.load(handle)["nodes"])
+    nodes = dict((h, {"report": {"status": "pass"}}) for h in hosts)
+    refused(run_module, clear_error, dest, {"ibnetdiscover": [os.path.join(realdata, GB200)], "nodes": nodes},
+            "allow_shrink", "0 host(s) in the fabric, 0 of the 119")
 
 
 def test_a_broken_fabric_json_in_place_is_not_compared_but_said(previous, run_module, succeeded):
