@@ -160,10 +160,11 @@ def run(module):
         result["diff"].append({"before_header": "kernel command line (GRUB sources)", "after_header": "kernel command line (GRUB sources)",
                                "before": result["cmdline_before"] + "\n", "after": result["cmdline_after"] + "\n"})
     entry = None if regenerate else state["entry"]
+    if regenerate:
+        # before any source is edited (and in check mode: it predicts this failure)
+        os_state.check_program(params["regenerate"], lambda name: module.get_bin_path(name, opt_dirs=["/usr/sbin", "/sbin"]))
     if not module.check_mode:
-        fs = Root(params["root"])
-        for rel, text in sorted(plan["changed"].items()):
-            os_state.write_file(module, fs.join(rel), text)
+        os_state.write_sources(Root(params["root"]), plan["changed"], state["sources"])
         if regenerate:
             rc, out, err = module.run_command(params["regenerate"])
             if rc != 0:
