@@ -16,6 +16,7 @@ import os
 from ansible_collections.gpufleet.provision.plugins.module_utils._node.fs import Root, WriteError, atomic_write
 from ansible_collections.gpufleet.provision.plugins.module_utils._os import packages as P
 from ansible_collections.gpufleet.provision.plugins.module_utils._os.packages import PinError
+from ansible_collections.gpufleet.provision.plugins.module_utils._os.state import parent_problem
 
 APT_ENV = {"DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C", "LANG": "C"}
 APT_INSTALL = ["apt-get", "install", "-y", "-q", "--allow-downgrades",
@@ -74,11 +75,9 @@ class Apt(_Backend):
         folder = self.preferences_dir
         if not isinstance(folder, str) or not folder or "\x00" in folder:
             raise PinError("preferences_dir %r: not a folder path" % (folder,))
-        existing = os.path.abspath(folder)
-        while not os.path.lexists(existing):
-            existing = os.path.dirname(existing)
-        if not os.path.isdir(existing):
-            raise PinError("preferences_dir %s: %s is not a folder" % (folder, existing))
+        problem = parent_problem(os.path.join(folder, "x"))
+        if problem:
+            raise PinError("preferences_dir %s: %s" % (folder, problem))
         P.check_set_name(set_name)
 
     def preferences(self, set_name, resolved):
