@@ -34,7 +34,7 @@ def split(param):
 
 # What one parameter may hold to be written as one word inside GRUB_CMDLINE_LINUX="..." and read
 # back as the same word: no blank or control character, no quote, $, backtick or backslash.
-_WORD = re.compile(r"^[^\s\x00-\x1f\x7f\"'`$\\]{1,4096}$")
+_WORD = re.compile(r"^[^\s\x00-\x1f\x7f\"'`$\\]{1,4096}\Z")
 
 
 def check_word(option, word):

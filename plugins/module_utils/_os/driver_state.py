@@ -26,11 +26,11 @@ class DriverStateError(ValueError):
 
 # What reaches modinfo's argv, systemctl's argv and the messages: one word each, never an option.
 _ARGUMENTS = {
-    "driver_version": (re.compile(r"^\d+\.\d+(?:\.\d+)?$"), "an NVIDIA driver version (550.90.07)"),
-    "ofed_release": (re.compile(r"^\d[0-9A-Za-z._-]{0,63}$"), "an OFED release as ofed_info -s prints it (23.10-1.1.9.0)"),
-    "kernel_release": (re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+~-]{0,63}$"), "a kernel release (6.8.0-45-generic)"),
+    "driver_version": (re.compile(r"^[0-9]+\.[0-9]+(?:\.[0-9]+)?\Z"), "an NVIDIA driver version (550.90.07)"),
+    "ofed_release": (re.compile(r"^[0-9][0-9A-Za-z._-]{0,63}\Z"), "an OFED release as ofed_info -s prints it (23.10-1.1.9.0)"),
+    "kernel_release": (re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+~-]{0,63}\Z"), "a kernel release (6.8.0-45-generic)"),
 }
-_UNIT = re.compile(r"^[A-Za-z0-9_@][A-Za-z0-9:_.@\\-]{0,255}$")
+_UNIT = re.compile(r"^[A-Za-z0-9_@][A-Za-z0-9:_.@\\-]{0,255}\Z")
 
 
 def check_arguments(p):

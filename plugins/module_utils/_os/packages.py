@@ -348,11 +348,11 @@ def parse_rpm_query(text):
 
 # What reaches apt's and dnf's argv and the apt preferences file (``Package: <name>``, ``Pin: version
 # <version>``): one word each, so nothing can add a line to the file or an option to a command.
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9+._:-]{0,127}$")
-_VERSION = re.compile(r"^[A-Za-z0-9.+~:_^*?\[\]-]{1,128}$")
-_PATTERN = re.compile(r"^[A-Za-z0-9+._:*?\[\]!-]{1,128}$")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9+._:-]{0,127}\Z")
+_VERSION = re.compile(r"^[A-Za-z0-9.+~:_^*?\[\]-]{1,128}\Z")
+_PATTERN = re.compile(r"^[A-Za-z0-9+._:*?\[\]!-]{1,128}\Z")
 # apt reads a preferences.d file only when its name is letters, digits, '_', '-' and '.' (apt_preferences(5)).
-_SET_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,99}$")
+_SET_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,99}\Z")
 
 
 def check_set_name(set_name):

@@ -21,7 +21,7 @@ from ansible_collections.gpufleet.provision.plugins.module_utils._node.fs import
 from ansible_collections.gpufleet.provision.plugins.module_utils._node.parsers import natural_key
 
 
-_RELEASE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+~-]{0,63}$")
+_RELEASE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+~-]{0,63}\Z")
 
 
 class OsLayerError(Exception):

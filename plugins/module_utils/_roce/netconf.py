@@ -46,7 +46,9 @@ class NetconfError(ValueError):
 
 # Linux dev_valid_name: 1 to IFNAMSIZ - 1 (15) bytes, no '/', ':' or blank; narrower here, so a name
 # is one plain word in netplan YAML, ifupdown, ip's argv and a sysfs path.
-_IFNAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,14}$")
+_IFNAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,14}\Z")
+_QUAD = re.compile(r"^[0-9]{1,3}(?:\.[0-9]{1,3}){3}\Z")
+_DIGITS = re.compile(r"^[0-9]{1,9}\Z")
 MTU_RANGE = (68, 9978)   # IPv4's minimum; mlx5's largest
 
 
@@ -61,9 +63,9 @@ def check_interface(name, where="interface"):
 def _ipv4(text, label, what, prefix):
     """``text`` as a dotted quad (``prefix``: with /1 to /32), else NetconfError naming it."""
     address, sep, length = text.partition("/") if isinstance(text, str) else ("", "", "")
-    ok = ipv4_int(address) is not None and address == address.strip() and bool(sep) == prefix
+    ok = bool(_QUAD.match(address)) and ipv4_int(address) is not None and bool(sep) == prefix
     if ok and prefix:
-        ok = length.isdigit() and len(length) <= 2 and 1 <= int(length) <= 32
+        ok = bool(_DIGITS.match(length)) and len(length) <= 2 and 1 <= int(length) <= 32
     if not ok:
         raise NetconfError("%s: %s %r: not an IPv4 %s" % (label, what, text, "address/prefix (10.64.0.2/20)" if prefix else
                                                           "address (10.64.0.1)"))
@@ -71,7 +73,7 @@ def _ipv4(text, label, what, prefix):
 
 
 def _mtu(value, label):
-    if isinstance(value, str) and value.isdigit():
+    if isinstance(value, str) and _DIGITS.match(value):
         value = int(value)
     if value is None or (isinstance(value, int) and not isinstance(value, bool) and MTU_RANGE[0] <= value <= MTU_RANGE[1]):
         return value

@@ -56,12 +56,12 @@ class QosError(ValueError):
 
 # The keys of the desired area roce_qos, each (check, what it must be): every one is written into
 # mlnx_qos's argv, sysfs and configfs, and the boot script.
-_PFC = re.compile(r"^[01](?:,[01]){7}$")
+_PFC = re.compile(r"^[01](?:,[01]){7}\Z")
 
 
 def _whole(low, high):
     def check(value):
-        if isinstance(value, str) and value.isdigit():
+        if isinstance(value, str) and re.match(r"^[0-9]{1,9}\Z", value):
             value = int(value)
         if isinstance(value, int) and not isinstance(value, bool) and low <= value <= high:
             return value
