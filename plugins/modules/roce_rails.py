@@ -151,6 +151,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.provision.plugins.module_utils._node.fs import WriteError, atomic_write
+from ansible_collections.gpufleet.provision.plugins.module_utils._os.state import parent_problem
 from ansible_collections.gpufleet.provision.plugins.module_utils._roce import netconf as _netconf
 from ansible_collections.gpufleet.provision.plugins.module_utils._roce import qos as _qos
 from ansible_collections.gpufleet.provision.plugins.module_utils._roce import rails as _rails
@@ -189,6 +190,15 @@ def main():
         if used and not found:
             module.fail_json(msg="roce_rails: %s not found (%s): it sets the RoCE interfaces at run time" % (params[name], source))
         params[name] = found or params[name]
+    for rel in (_netconf.NETPLAN_FILE, _netconf.IFUPDOWN_FILE, _qos.SCRIPT, _qos.UNIT):
+        # the files this module owns: in check mode too, one that is no regular file (a folder, a
+        # FIFO, a symlink loop) or whose folder cannot be made is refused before anything changes
+        path = os.path.join(params["root"], rel)
+        problem = parent_problem(path)
+        if problem is None and os.path.lexists(path) and not os.path.isfile(path):
+            problem = "not a regular file (a folder, a FIFO, a broken or looping symlink?)"
+        if problem:
+            module.fail_json(msg="roce_rails: %s: %s" % (path, problem))
     validators = {_netconf.NETPLAN_FILE: _netconf.netplan_validator(params["rails"]),
                   _netconf.IFUPDOWN_FILE: _netconf.ifupdown_validator(params["rails"])}
 

@@ -250,8 +250,8 @@ def test_grub_default_never_rewrites_a_source_it_cannot_parse(run_module, clear_
     _refused_in_both_modes(run_module, clear_error, tmp_path, "grub_default", _default_args(root, hw), *words)
 
 
-@pytest.mark.parametrize("release", ["../../etc/passwd", "6.8.0 -45", "", "-k", "a\nb", "x" * 300],
-                         ids=["traversal", "blank", "empty", "option", "newline", "huge"])
+@pytest.mark.parametrize("release", ["../../etc/passwd", "6.8.0 -45", "", "-k", "a\nb", "6.8.0-40-generic\n", "x" * 300],
+                         ids=["traversal", "blank", "empty", "option", "newline", "trailing-newline", "huge"])
 def test_grub_default_refuses_a_release_that_is_no_release(run_module, clear_error, tmp_path, release):
     root, hw = _default_tree(tmp_path)
     _refused_in_both_modes(run_module, clear_error, tmp_path, "grub_default", _default_args(root, hw, release=release),
@@ -338,6 +338,7 @@ def test_roce_sane_rail_is_written(run_module, succeeded, tmp_path):
     ({"mtu": 9000.5}, ["rail 0", "mtu", "9000.5"]),
     ({"interface": "ens1\n  evil: x"}, ["rail 0", "interface", "ens1"]),
     ({"interface": "ens1/../x"}, ["rail 0", "interface", "ens1/../x"]),
+    ({"interface": "ens1\n"}, ["rail 0", "interface", "ens1"]),
     ({"interface": "ens 1"}, ["rail 0", "interface", "ens 1"]),
     ({"interface": "a" * 16}, ["rail 0", "interface", "a" * 16, "ifnamsiz"]),
     ({"interface": ".."}, ["rail 0", "interface", ".."]),
@@ -348,7 +349,7 @@ def test_roce_sane_rail_is_written(run_module, succeeded, tmp_path):
     ({"routes": [{"to": "10.0.0.0/8"}]}, ["rail 0", "route"]),
     ({"routes": ["10.0.0.0/8"]}, ["rail", "routes"]),
 ], ids=["bad-address", "prefix-0", "no-prefix", "yaml-injection", "ipv6", "int-cidr", "mtu-negative", "mtu-huge",
-        "mtu-text", "mtu-bool", "mtu-float", "ifname-newline", "ifname-slash", "ifname-space", "ifname-16-bytes",
+        "mtu-text", "mtu-bool", "mtu-float", "ifname-newline", "ifname-slash", "ifname-trailing-newline", "ifname-space", "ifname-16-bytes",
         "ifname-dotdot", "ifname-option", "ifname-empty", "route-via-newline", "route-prefix-33", "route-no-via",
         "route-not-mapping"])
 @pytest.mark.parametrize("style", ["netplan", "ifupdown"])
@@ -405,21 +406,24 @@ def test_roce_two_rails_one_interface(run_module, clear_error, tmp_path):
                            "ens1f0np0", "two rails")
 
 
-def test_roce_netplan_target_that_is_a_folder(run_module, clear_error, tmp_path):
+@pytest.mark.parametrize("rel", ["etc/netplan/60-gpufleet-roce.yaml", "usr/local/sbin/gpufleet-roce-qos",
+                                 "etc/systemd/system/gpufleet-roce-qos.service"])
+@pytest.mark.parametrize("make", [lambda p: p.mkdir(parents=True), lambda p: os.mkfifo(str(p)),
+                                  lambda p: os.symlink(p.name, str(p))], ids=["folder", "fifo", "symlink-loop"])
+def test_roce_owned_file_that_is_no_regular_file(run_module, clear_error, tmp_path, rel, make):
     root, hw = _roce_tree(tmp_path)
-    (root / "etc/netplan/60-gpufleet-roce.yaml").mkdir()
-    before = snapshot(tmp_path)
-    clear_error(run_module("roce_rails", _roce_args(root, hw)), "60-gpufleet-roce.yaml", "folder")
-    assert_untouched(tmp_path, before)
+    (root / rel).parent.mkdir(parents=True, exist_ok=True)
+    make(root / rel)
+    _refused_in_both_modes(run_module, clear_error, tmp_path, "roce_rails", _roce_args(root, hw, qos=QOS),
+                           rel, "not a regular file")
 
 
 def test_roce_folder_under_a_file(run_module, clear_error, tmp_path):
     """ifupdown's interfaces.d is a regular file: its folder cannot be made (ENOTDIR, even for root)."""
     root, hw = _roce_tree(tmp_path, "ifupdown")
     (root / "etc/network/interfaces.d").write_text("not a folder")
-    before = snapshot(tmp_path)
-    clear_error(run_module("roce_rails", _roce_args(root, hw, style="ifupdown")), "etc/network/interfaces.d")
-    assert_untouched(tmp_path, before)
+    _refused_in_both_modes(run_module, clear_error, tmp_path, "roce_rails", _roce_args(root, hw, style="ifupdown"),
+                           "etc/network/interfaces.d", "not a folder")
 
 
 @pytest.mark.parametrize("field, value", [("rails", "ens1f0np0"), ("rails", [["x"]]), ("rails", [{"cidr": "1.2.3.4/8"}]),
