@@ -26,6 +26,9 @@ description:
     C(modprobe) fails) is it a reboot reason, naming why; with the pinned driver not running, the driver's
     own reboot loads it. Check mode predicts the load (C(changed)) and loads nothing.
   - Without O(load_now) and O(peermem_at_boot) nothing is changed.
+  - Every argument is checked first (O(driver_version) an NVIDIA version such as C(550.90.07), not
+    C(latest)); a O(peermem_at_boot) file that is not a regular text file is an error naming it, and
+    the file is changed last, never when the call fails.
 author:
   - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:

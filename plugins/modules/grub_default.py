@@ -18,6 +18,9 @@ description:
     boots another kernel (an older release is wanted, or C(GRUB_DEFAULT) names another entry), sets
     C(GRUB_DEFAULT) to the release's own menu entry, by ids, in the GRUB source that decides it, and
     regenerates again. Other kernels stay installed and in the menu.
+  - Edits and runs nothing, and fails naming the file and line, when a GRUB source is binary, has a
+    quote never closed or sets C(GRUB_DEFAULT) other than as C(NAME=value); so it does when O(release)
+    is not a kernel release or the program of O(regenerate) is not there (check mode too).
   - Says whether the node needs a reboot from state (next boot's release against C(osrelease) under
     O(hardware_root)), and why.
 author:

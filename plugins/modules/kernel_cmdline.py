@@ -19,6 +19,11 @@ description:
     byte for byte, whatever order the parameters are in.
   - Runs O(regenerate) (C(update-grub)) only when a source changed or when the default entry of
     O(grub_cfg) does not give what the sources give (a run interrupted before regenerating).
+  - Edits nothing, and fails naming the file and line, when a source is not one update-grub could
+    source as read here (binary or not UTF-8, a quote never closed, a C(GRUB_CMDLINE_*) line that is
+    not C(NAME=value)), when a parameter is not one word GRUB can carry (blanks, quotes, C($),
+    backticks, backslashes, control characters), or when O(regenerate) is needed and its program is
+    not there. Check mode fails the same. Sources are written all or none.
   - Says whether the node needs a reboot from state, not from C(changed) - the command line the next
     boot gets against C(proc/cmdline) under O(hardware_root), restricted to the parameters it owns -
     and why (O(ignore:reboot_reasons)).

@@ -20,6 +20,10 @@ description:
     the RDMA priority, configfs C(rdma_cm) for RDMA-CM's RoCE TOS and GID type. No C(netplan apply) or
     C(ifup): other interfaces are never touched. Nothing needs a reboot."
   - The plan comes from the controller (filter C(gpufleet.provision.rail_addresses)); the node needs no netaddr.
+  - Every rail (interface name of at most 15 bytes, IPv4 address with prefix, MTU, routes) and the QoS
+    (every key of the desired area C(roce_qos), in range) is checked before anything is read, written
+    or run, and an error names the rail, interface, key and value (check mode too). The netplan file is
+    read back as YAML before it replaces the old one; a file the module owns that is no regular file is refused.
 author:
   - gpufleet maintainers (@gpufleet)
 options:
