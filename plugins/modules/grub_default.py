@@ -116,6 +116,9 @@ def _regenerate(module):
 def run(module):
     p = module.params
     os_state.check_release(p["release"])
+    problem = os_state.path_problem(p, ("root", "hardware_root", "grub_cfg"))
+    if problem:
+        raise os_state.OsLayerError(problem)
     state = os_state.default_state(p["root"], p["hardware_root"], p["release"], p["grub_cfg"])
     state["predict"] = module.check_mode
     plan = os_state.default_plan(state)

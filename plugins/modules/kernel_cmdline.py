@@ -143,6 +143,9 @@ from ansible_collections.gpufleet.provision.plugins.module_utils._node.fs import
 
 def run(module):
     params = module.params
+    problem = os_state.path_problem(params, ("root", "hardware_root", "grub_cfg"))
+    if problem:
+        raise os_state.OsLayerError(problem)
     try:
         rule = _cmdline.rules(params["required"], params["forbidden"], params["allow_repeated"])
     except _cmdline.CmdlineError as exc:

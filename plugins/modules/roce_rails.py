@@ -155,7 +155,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.provision.plugins.module_utils._node.fs import WriteError, atomic_write
-from ansible_collections.gpufleet.provision.plugins.module_utils._os.state import parent_problem
+from ansible_collections.gpufleet.provision.plugins.module_utils._os.state import parent_problem, path_problem
 from ansible_collections.gpufleet.provision.plugins.module_utils._roce import netconf as _netconf
 from ansible_collections.gpufleet.provision.plugins.module_utils._roce import qos as _qos
 from ansible_collections.gpufleet.provision.plugins.module_utils._roce import rails as _rails
@@ -181,6 +181,9 @@ def main():
         supports_check_mode=True,
     )
     params = dict(module.params)
+    problem = path_problem(params, ("root", "hardware_root", "ip", "mlnx_qos"))
+    if problem:
+        module.fail_json(msg="roce_rails: %s" % problem)
     try:   # everything that reaches a file, a path or a command, before anything is read or run
         params["rails"] = _netconf.check_rails(params["rails"])
         params["interfaces"] = [_netconf.check_interface(n, "interfaces: interface") for n in params["interfaces"]]

@@ -45,6 +45,8 @@ def check_arguments(p):
     for unit in p.get("services") or []:
         if not isinstance(unit, str) or not _UNIT.match(unit):
             raise DriverStateError("services: %r is not a systemd unit name" % (unit,))
+    if isinstance(p.get("root"), str) and "\x00" in p["root"]:
+        raise DriverStateError("root %r: a NUL byte cannot be in a path" % p["root"])
     path = p.get("peermem_at_boot") or ""
     if path and ("\x00" in path or not path.startswith("/") or path.endswith("/")):
         raise DriverStateError("peermem_at_boot %r: not an absolute file path (/etc/modules-load.d/nvidia-peermem.conf)" % path)

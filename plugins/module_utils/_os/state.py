@@ -148,6 +148,16 @@ def default_plan(state):
     return {"regenerate": True, "set_default": "release", "next": release}
 
 
+def path_problem(params, names):
+    """The first of ``names`` (path options) whose value no path can be, as "option 'value': why";
+    None when all can be. A NUL byte makes every file call raise ValueError, not OSError."""
+    for name in names:
+        value = params.get(name)
+        if isinstance(value, str) and "\x00" in value:
+            return "%s %r: a NUL byte cannot be in a path" % (name, value)
+    return None
+
+
 def check_program(argv, find):
     """Raise OsLayerError unless the program of ``argv`` can run: an executable file when it is a
     path, else found by ``find(name)`` (AnsibleModule.get_bin_path). Asked before any source is

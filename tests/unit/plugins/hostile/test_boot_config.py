@@ -437,3 +437,18 @@ def test_roce_wrong_types_are_clear_errors(run_module, clear_error, tmp_path, fi
     # a text element of a list of dicts, without the option's name: a clear failure all the same
     names = ["dictionary requested"] if (field, value) == ("rails", "ens1f0np0") else [field]
     _refused_in_both_modes(run_module, clear_error, tmp_path, "roce_rails", _roce_args(root, hw, **{field: value}), *names)
+
+
+@pytest.mark.parametrize("name, field", [("kernel_cmdline", "root"), ("kernel_cmdline", "hardware_root"),
+                                         ("kernel_cmdline", "grub_cfg"), ("grub_default", "root"),
+                                         ("grub_default", "grub_cfg"), ("roce_rails", "root"), ("roce_rails", "ip")])
+def test_nul_in_a_path_option(run_module, clear_error, tmp_path, name, field):
+    """A NUL byte makes every file call raise ValueError: refused by name before any is made."""
+    if name == "roce_rails":
+        root, hw = _roce_tree(tmp_path)
+        args = _roce_args(root, hw)
+    else:
+        root, hw = _grub_tree(tmp_path)
+        args = _cmdline_args(root, hw) if name == "kernel_cmdline" else _default_args(root, hw)
+    args[field] = "/tmp/x\x00y"
+    _refused_in_both_modes(run_module, clear_error, tmp_path, name, args, field, "NUL")

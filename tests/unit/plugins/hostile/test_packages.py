@@ -164,7 +164,8 @@ def test_preferences_file_that_is_no_text_file_is_left_alone(run_module, clear_e
 @pytest.mark.parametrize("where, words", [
     ("afile", ["preferences_dir", "afile", "not a folder"]),
     ("afile/preferences.d", ["preferences_dir", "afile", "not a folder"]),
-], ids=["a-file", "under-a-file"])
+    ("pre\x00fs", ["preferences_dir", "not a folder path"]),
+], ids=["a-file", "under-a-file", "nul"])
 def test_preferences_dir_that_cannot_hold_the_file(run_module, clear_error, tmp_path, apt_node, where, words):
     env, _prefs, log = apt_node
     (tmp_path / "afile").write_text("x")
@@ -237,12 +238,17 @@ def test_driver_state_sane_call_writes_the_file(run_module, succeeded, driver_no
     ("services", ["a b"], ["services", "a b"]),
     ("peermem_at_boot", "nvidia-peermem.conf", ["peermem_at_boot", "absolute"]),
     ("peermem_at_boot", "/etc/modules-load.d/", ["peermem_at_boot"]),
+    ("peermem_at_boot", "/etc/x\x00.conf", ["peermem_at_boot"]),
+    ("root", "/x\x00", ["root", "NUL"]),
 ], ids=["latest", "version-newline", "version-empty", "version-option", "kernel-traversal", "kernel-option",
-        "kernel-blank", "ofed-injection", "service-option", "service-blank", "relative-conf", "conf-folder-path"])
+        "kernel-blank", "ofed-injection", "service-option", "service-blank", "relative-conf", "conf-folder-path",
+        "conf-nul", "root-nul"])
 def test_driver_state_arguments_are_checked_before_anything_is_written(run_module, clear_error, tmp_path, driver_node,
                                                                        field, value, words):
     root, env, conf = driver_node
-    _refused(run_module, clear_error, tmp_path, "driver_state", _driver_args(root, conf, **{field: value}), env, *words)
+    args = _driver_args(root, conf)
+    args[field] = value
+    _refused(run_module, clear_error, tmp_path, "driver_state", args, env, *words)
     assert not conf.exists()
 
 
