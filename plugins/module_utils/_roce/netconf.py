@@ -238,11 +238,17 @@ def parse_ip_addr(name, text):
         data = json.loads(text or "[]")
     except ValueError:
         raise NetconfError("interface %s: ip -j addr printed no JSON: %r" % (name, (text or "")[:200]))
-    link = next((item for item in data if isinstance(item, dict) and item.get("ifname") == name), None)
+    link = next((item for item in data if isinstance(item, dict) and item.get("ifname") == name), None) \
+        if isinstance(data, list) else None
     if link is None:
         raise NetconfError("interface %s: no such network interface on the node" % name)
-    addresses = ["%s/%s" % (a["local"], a["prefixlen"]) for a in link.get("addr_info") or []
-                 if a.get("family") == "inet" and a.get("scope", "global") == "global"]
+    infos = link.get("addr_info") or []
+    if not isinstance(infos, list) or not all(isinstance(a, dict) for a in infos) or \
+            not isinstance(link.get("flags") or [], list):
+        raise NetconfError("interface %s: ip -j addr printed an unexpected shape: %r" % (name, (text or "")[:200]))
+    addresses = ["%s/%s" % (a.get("local"), a.get("prefixlen")) for a in infos
+                 if a.get("family") == "inet" and a.get("scope", "global") == "global" and a.get("local")
+                 and a.get("prefixlen") is not None]
     return {"mtu": link.get("mtu"), "up": "UP" in (link.get("flags") or []), "addresses": addresses}
 
 
@@ -252,10 +258,12 @@ def parse_ip_routes(name, text):
         data = json.loads(text or "[]")
     except ValueError:
         raise NetconfError("interface %s: ip -j route printed no JSON: %r" % (name, (text or "")[:200]))
+    if not isinstance(data, list) or not all(isinstance(route, dict) for route in data):
+        raise NetconfError("interface %s: ip -j route printed an unexpected shape: %r" % (name, (text or "")[:200]))
     out = {}
     for route in data:
         dst = route.get("dst")
-        if dst and dst != "default" and route.get("gateway"):
+        if isinstance(dst, str) and dst and dst != "default" and route.get("gateway"):
             out[dst if "/" in dst else dst + "/32"] = route["gateway"]
     return out
 

@@ -187,3 +187,27 @@ def test_ifupdown_validator():
     assert str(err.value).startswith("line ")
     with pytest.raises(ValueError):
         N.ifupdown_validator(ROUTED)(N.ifupdown(ROUTED[:1]))
+
+
+@pytest.mark.parametrize("text", ['{"ifname": "eth0"}', '[{"ifname": "eth0", "addr_info": {"x": 1}}]',
+                                  '[{"ifname": "eth0", "addr_info": ["x"]}]', '[{"ifname": "eth0", "flags": "UP"}]', "7"])
+def test_parse_ip_addr_garbage_is_an_error_naming_the_interface(text):
+    with pytest.raises(N.NetconfError) as err:
+        N.parse_ip_addr("eth0", text)
+    assert str(err.value).startswith("interface eth0: ")
+
+
+def test_parse_ip_addr_missing_fields_are_no_traceback():
+    assert N.parse_ip_addr("eth0", '[{"ifname": "eth0", "addr_info": [{"family": "inet"}]}]')["addresses"] == []
+
+
+@pytest.mark.parametrize("text", ['{"dst": "x"}', '["x"]', "3"])
+def test_parse_ip_routes_garbage_is_an_error_naming_the_interface(text):
+    with pytest.raises(N.NetconfError) as err:
+        N.parse_ip_routes("eth0", text)
+    assert str(err.value).startswith("interface eth0: ip -j route printed an unexpected shape")
+
+
+def test_parse_ip_routes_skips_odd_destinations():
+    assert N.parse_ip_routes("eth0", '[{"dst": 5, "gateway": "1.1.1.1"}, {"dst": "10.0.0.0/8", "gateway": "10.0.0.1"}]') == \
+        {"10.0.0.0/8": "10.0.0.1"}
