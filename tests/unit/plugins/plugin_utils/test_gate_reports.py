@@ -77,3 +77,32 @@ def test_upload_puts_each_file_and_names_a_refusal(sink):
     assert _Sink.stored["/gate/gpu001.json"][0] == "application/json"
     with pytest.raises(RuntimeError, match=r"PUT %sgpu001.xml failed: HTTP 403" % sink):
         gate_reports.upload(sink, "gpu001", files, open_url)
+
+
+def test_a_write_that_fails_names_the_path_and_leaves_no_temporary_file(tmp_path):
+    # the target's parent is a regular file: ENOTDIR, whatever the permissions (the tests run as root)
+    (tmp_path / "gate").write_text("")
+    target = str(tmp_path / "gate" / "sub" / "gpu001.json")
+    with pytest.raises(OSError, match="gpu001.json: cannot make its folder"):
+        gate_reports.write({target: "{}\n"})
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    (folder / "gpu001.json").mkdir()                     # a folder where the report goes
+    with pytest.raises(OSError, match="gpu001.json: cannot write, it is a folder"):
+        gate_reports.write({str(folder / "gpu001.json"): "{}\n"})
+    assert sorted(os.listdir(str(tmp_path))) == ["gate", "reports"] and os.listdir(str(folder)) == ["gpu001.json"]
+
+
+@pytest.mark.parametrize("node", ["../../etc/x", "a/b", "..", "", None, "gpu 001", "gpu001\n"])
+def test_a_node_name_that_is_no_file_name_writes_nothing(tmp_path, node):
+    with pytest.raises(OSError, match="cannot name a report file"):
+        gate_reports.plan(str(tmp_path), node, {"json": "{}\n"})
+    with pytest.raises(RuntimeError, match="cannot name a report file"):
+        gate_reports.upload("http://127.0.0.1:9/r", node, {"json": "{}\n"}, open_url=None)
+    assert os.listdir(str(tmp_path)) == []
+
+
+def test_a_report_path_that_is_a_fifo_is_named_not_read(tmp_path):
+    os.mkfifo(str(tmp_path / "gpu001.json"))
+    with pytest.raises(OSError, match="gpu001.json: exists and is not a regular file"):
+        gate_reports.plan(str(tmp_path), "gpu001", {"json": "{}\n"})
