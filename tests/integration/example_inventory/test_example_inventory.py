@@ -130,6 +130,9 @@ def test_a_site_made_from_the_example_washes_the_dirty_twins_green(lab, tmp_path
     real, real_lines = _provision(lab, site, password_file, str(tmp_path / "real.jsonl"))
     predicted = _changes(check_lines)
     happened = _changes(real_lines)
+    for key in sorted(predicted ^ happened):
+        print("check-mode mismatch:", key, [(l["status"], l["changed"], l["msg"]) for l in check_lines
+                                             if (l["role"] or l["play"], l["task"], l["host"]) == key][:3])
     assert predicted - happened == set(), "predicted, did not happen: %s" % sorted(predicted - happened)
     assert happened - predicted == set(), "happened, not predicted: %s" % sorted(happened - predicted)
     assert len(happened) > 20, sorted(happened)   # the twins are dirty: the washing machine had work to do
