@@ -202,8 +202,10 @@ def render(nodes, run):
     if run.get("report_url"):
         where.append("gate reports uploaded to %s" % run["report_url"])
     if run.get("fabric_dest"):
-        where.append("fabric %s/ (fabric.json, topology.conf, topology-block.conf, labels/, nccl/, summary.txt)"
-                     % run["fabric_dest"].rstrip("/"))
+        # labels/<node>.json and nccl/<node>.env exist only with fabric_per_node_files
+        per_node = ", labels/, nccl/" if run.get("per_node_files") else ""
+        where.append("fabric %s/ (fabric.json, topology.conf, topology-block.conf, labels.json, nccl.json%s, summary.txt)"
+                     % (run["fabric_dest"].rstrip("/"), per_node))
     lines.append("Run folder   %s" % ("; ".join(where) if where else "none given (no report sink)"))
     anomalies = run.get("anomalies")
     if anomalies is None:
@@ -232,6 +234,7 @@ def run_summary(hostvars, nodes, active=None, controller="localhost"):
            "report_url": _safe_url(_text(hostvars, first, "validate_report_url")),
            "fabric_dest": _text(hostvars, controller, "fabric_dest")
            if _get(hostvars, controller, "__fabric_result") is not None else "",
+           "per_node_files": bool(_get(hostvars, controller, "fabric_per_node_files", False)),
            "anomalies": anomaly_counts(_get(hostvars, controller, "__fabric_result"))}
     lines = render(entries, run)
     counts = dict((s, sum(1 for e in entries if e["status"] == s)) for s in ("READY", "QUARANTINED", "FAILED", "NOT GATED"))

@@ -329,7 +329,11 @@ collected:
   type: dict
   sample: {nvidia_smi_q: ok, ofed_info: "ofed_info -s: command absent or not executable (...)"}
 report_files:
-  description: The report files by format and whether each was written this run (V(written), V(unchanged), V(would write) in check mode, V(uploaded)).
+  description:
+    - The report files by format and whether each was written this run (V(written), V(unchanged), V(would write) in
+      check mode, V(uploaded)).
+    - V(refreshed) is a C(.prom) file whose verdicts are unchanged, rewritten only to move its
+      C(gpufleet_validate_last_run_timestamp_seconds) (no change of the report, not counted in RV(reports_changed)).
   returned: when O(report_dir) or O(report_url) is set
   type: dict
   sample: {/srv/reports/node001.json: written, /srv/reports/node001.prom: unchanged}

@@ -21,6 +21,13 @@ from ansible_collections.gpufleet.provision.plugins.module_utils._node import fs
 
 CONTENT_TYPES = {"json": "application/json", "xml": "application/xml", "prom": "text/plain; version=0.0.4"}
 _STAMP = re.compile(r"^gpufleet_validate_report_timestamp_seconds\{.*$", re.M)
+_LAST_RUN = re.compile(r"^gpufleet_validate_last_run_timestamp_seconds\{.*$", re.M)
+
+
+class Refresh(str):
+    """A ``.prom`` text whose verdicts are those on disk: rewritten only to move its last-run time
+    (a monitoring system alerts on a gate that stopped running), which is not a change of the report.
+    It keeps the report timestamp of the file it replaces: the time the verdicts last changed."""
 _NODE = re.compile(r"^[A-Za-z0-9_.:@-]+$")
 
 
@@ -41,7 +48,7 @@ def _comparable(ext, text):
             return json.dumps(json.loads(text).get("report"), sort_keys=True)
         except (ValueError, AttributeError):
             return None
-    return _STAMP.sub("", text)
+    return _LAST_RUN.sub("", _STAMP.sub("", text))
 
 
 def _node_name(node):
@@ -53,7 +60,8 @@ def _node_name(node):
 
 
 def plan(folder, node, files):
-    """{path: text} of the files whose content differs from what is on disk (the timestamp aside).
+    """{path: text} of the files whose content differs from what is on disk (the timestamps aside);
+    a ``.prom`` file whose verdicts are unchanged comes back as a Refresh (its last-run time moves).
     A file that cannot be read is rewritten; a folder that is not one, a report path that is not a
     regular file (read without blocking: a FIFO there) or a node name that is no file name raises
     OSError naming it."""
@@ -75,13 +83,19 @@ def plan(folder, node, files):
             same = data is not None and _comparable(ext, data.decode("utf-8")) == _comparable(ext, text)
         except UnicodeDecodeError:
             same = False
-        out[path] = None if same else text
+        if same and ext == "prom":
+            # the verdicts on disk hold: carry their report timestamp, move the last run
+            old = _STAMP.search(data.decode("utf-8"))
+            out[path] = Refresh(_STAMP.sub(lambda m: old.group(0), text) if old else text)
+        else:
+            out[path] = None if same else text
     return out
 
 
 def write(paths):
     """Write {path: text} atomically (fs.atomic_write: a temporary file beside it, then rename, nothing
-    left on failure), mode 0644; None entries are left alone. Returns {path: "written" | "unchanged"}.
+    left on failure), mode 0644; None entries are left alone. Returns {path: "written" | "refreshed" |
+    "unchanged"} ("refreshed": a Refresh, only the last-run time moved: no change of the report).
     Raises OSError naming the path and the cause (the action plugin turns it into its failure)."""
     status = {}
     for path, text in sorted(paths.items()):
@@ -98,7 +112,7 @@ def write(paths):
             _fs.atomic_write(path, text, mode=0o644)
         except _fs.WriteError as exc:
             raise OSError(str(exc))
-        status[path] = "written"
+        status[path] = "refreshed" if isinstance(text, Refresh) else "written"
     return status
 
 

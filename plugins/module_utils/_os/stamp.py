@@ -120,10 +120,13 @@ def files_digest(os_root="/", managed=MANAGED, skip=None):
 
 
 def _read_text(path):
+    """Text of ``path`` or None, through the rooted reader: it never blocks (a FIFO at the stamp's
+    or the boot id's place would hang the converged question) and takes regular files only."""
+    root = _fs.Root(os.path.dirname(path) or ".")
+    data = root.read_bytes(os.path.basename(path), optional=True)
     try:
-        with open(path) as handle:
-            return handle.read().strip()
-    except (IOError, OSError):
+        return None if data is None else data.decode("utf-8").strip()
+    except UnicodeDecodeError:
         return None
 
 

@@ -38,7 +38,8 @@ class CallbackModule(CallbackBase):
         task = result._task
         line = {"play": self._play, "role": task._role.get_name() if task._role else None,
                 "task": task.get_name(), "host": result._host.get_name(), "status": status,
-                "changed": bool(result._result.get("changed")) and status == "ok"}
+                "changed": bool(result._result.get("changed")) and status == "ok",
+                "msg": str(result._result.get("msg") or result._result.get("skip_reason") or "")[:300]}
         with open(self._path, "a") as handle:
             handle.write(json.dumps(line) + "\n")
 

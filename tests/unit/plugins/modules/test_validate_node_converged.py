@@ -56,7 +56,7 @@ def test_no_stamp_then_written_then_converged_then_a_new_digest(adhoc, unpacked_
     assert rc == 0 and converged["converged"] is True and converged["converged_reasons"] == [], converged
     assert converged["status"] == "pass" and converged["checks"]["pcie.acs"] == "pass"
     assert converged["add_group"] == "gpufleet_converged" and converged["parent_groups"] == ["gpufleet_ready"]
-    assert set(converged["report_files"].values()) == {"unchanged"}
+    assert sorted(converged["report_files"].values()) == ["refreshed", "unchanged", "unchanged"]   # .prom: last run
 
     rc, moved = adhoc("validate_node", _args(root, tmp_path, profile=green_profile(), desired_digest="sha256:" + "2" * 64))
     assert rc == 0 and moved["converged"] is False, moved

@@ -25,12 +25,21 @@ def test_written_once_then_unchanged_even_when_the_time_moves(tmp_path):
     assert json.loads((tmp_path / "gate" / "gpu001.json").read_text())["report"]["failed"] == ["cpu.smt"]
     prom = (tmp_path / "gate" / "gpu001.prom").read_text()
     assert 'gpufleet_check{node="gpu001",check="cpu.smt"} 0\n' in prom
-    assert prom.endswith('gpufleet_validate_report_timestamp_seconds{node="gpu001"} 1764400000\n')
+    assert prom.endswith('gpufleet_validate_report_timestamp_seconds{node="gpu001"} 1764400000\n'
+                         '# HELP gpufleet_validate_last_run_timestamp_seconds Unix time the gate last evaluated the node '
+                         '(every run: alert when it stops moving).\n'
+                         '# TYPE gpufleet_validate_last_run_timestamp_seconds gauge\n'
+                         'gpufleet_validate_last_run_timestamp_seconds{node="gpu001"} 1764400000\n')
 
-    # later, other free space in the facts, the same report: nothing rewritten
+    # later, other free space in the facts, the same report: the JSON and JUnit files stay, the .prom
+    # file is refreshed: its verdicts and report timestamp as they were, the last run moved
     later = gate_reports.plan(folder, "gpu001", gate_reports.render(REPORT, {"schema": 1, "free": 7}, 1764400600))
-    assert set(gate_reports.write(later).values()) == {"unchanged"}
-    assert (tmp_path / "gate" / "gpu001.prom").read_text() == prom       # the first timestamp stays
+    assert gate_reports.write(later) == {str(tmp_path / "gate" / "gpu001.json"): "unchanged",
+                                         str(tmp_path / "gate" / "gpu001.prom"): "refreshed",
+                                         str(tmp_path / "gate" / "gpu001.xml"): "unchanged"}
+    assert (tmp_path / "gate" / "gpu001.prom").read_text() == prom.replace(
+        'gpufleet_validate_last_run_timestamp_seconds{node="gpu001"} 1764400000',
+        'gpufleet_validate_last_run_timestamp_seconds{node="gpu001"} 1764400600')
 
     green = dict(REPORT, status="pass", failed=[], checks=REPORT["checks"][:1])
     changed = gate_reports.write(gate_reports.plan(folder, "gpu001", gate_reports.render(green, {"schema": 1}, 1764401200)))
