@@ -54,17 +54,19 @@ def collect(root="/"):
         for key in ("model", "driver", "link", "class", "vendor_id"):
             sw.pop(key, None)
     gpus = facts["gpus"] or []
+    # None: sys/class/infiniband could not be listed ("no rail NIC" would be a confident lie).
     facts["nics"] = _nics(fs)
-    facts["netdevs"] = _netdevs(fs, facts["nics"])
+    nics = facts["nics"] or []
+    facts["netdevs"] = _netdevs(fs, nics)
     gpu_info = _add_gpu_models(fs, gpus)
     # A NIC without a PCI location (no device link) cannot be placed: it is no GPU's rail.
-    placed = [n for n in facts["nics"] if not n["virtual_function"] and n["pci"] is not None]
+    placed = [n for n in nics if not n["virtual_function"] and n["pci"] is not None]
     pairs, nic_rail = _pcie.pair_gpus(gpus, placed)
-    for nic in facts["nics"]:
+    for nic in nics:
         nic["rail"] = nic_rail.get(nic["name"])
         nic["role"] = "vf" if nic["virtual_function"] else ("rail" if nic["rail"] is not None else "non-rail")
     facts["pairs"] = pairs
-    facts["pcie"] = {"bridges": _bridges(fs, gpus + facts["nics"])}
+    facts["pcie"] = {"bridges": _bridges(fs, gpus + nics)}
     facts["kernel"] = _kernel(fs, cpus)
     facts["nvidia"] = _nvidia(fs, gpus, facts["nvswitches"] or [], gpu_info)
     facts["nvme"] = _nvme(fs)
@@ -265,9 +267,22 @@ def _add_gpu_models(fs, gpus):
 _NO_LOCATION = {"pci": None, "host_bridge": None, "pcie_path": None}
 
 
+def _folder(fs, rel):
+    """Entries of a folder that may be absent: [] when it is absent, None when it is there but
+    cannot be listed (a symlink loop, permissions: the problem is recorded, naming the path)."""
+    entries = fs.entries(rel)
+    if entries is None:
+        return None if fs.exists(rel) else []
+    return entries
+
+
 def _nics(fs):
+    """The RDMA NICs of sys/class/infiniband; [] when the class is absent, None when it cannot be listed."""
+    names = _folder(fs, IB)
+    if names is None:
+        return None
     nics = []
-    for name in fs.listdir(IB):
+    for name in names:
         base = "%s/%s" % (IB, name)
         # No device link (a software RDMA device, a capture of the class folder alone): the NIC is
         # there, only its PCI location is unknown. A broken link is a recorded problem, same outcome.
@@ -406,6 +421,11 @@ def _kernel(fs, online):
     thp_enabled = fs.parse("sys/kernel/mm/transparent_hugepage/enabled", P.parse_bracketed)
     thp_defrag = fs.parse("sys/kernel/mm/transparent_hugepage/defrag", P.parse_bracketed)
     raw = fs.read("proc/cmdline")
+    if raw is not None and "\x00" in raw:
+        # /proc/cmdline is one line of text; NUL bytes are a binary file (a /proc/<pid>/cmdline copied
+        # in its place, a corrupt capture): no parameter read from it would be true
+        fs.problem("proc/cmdline", "invalid", "binary content (NUL bytes) where text was expected")
+        raw = None
     counts, not_perf, without = {}, [], []
     for cpu in online:
         gov = fs.read("%s/cpu%d/cpufreq/scaling_governor" % (CPU, cpu), optional=True)
@@ -415,8 +435,8 @@ def _kernel(fs, online):
         counts[gov] = counts.get(gov, 0) + 1
         if gov != "performance":
             not_perf.append(cpu)
-    units = fs.listdir("sys/class/iommu")
-    groups = fs.listdir("sys/kernel/iommu_groups")
+    units = _folder(fs, "sys/class/iommu")
+    groups = _folder(fs, "sys/kernel/iommu_groups")
     return {
         "release": fs.read("proc/sys/kernel/osrelease"),
         "boot_id": fs.read("proc/sys/kernel/random/boot_id", optional=True),
@@ -425,7 +445,9 @@ def _kernel(fs, online):
         "numa_balancing": fs.parse("proc/sys/kernel/numa_balancing", P.parse_int),
         "hugepages": _hugepages(fs, "sys/kernel/mm/hugepages"),
         "governor": {"counts": counts, "not_performance": not_perf, "without_cpufreq": without},
-        "iommu": {"active": bool(units) and bool(groups), "units": units, "groups": len(groups)},
+        # None: a folder that could not be listed is no evidence of an IOMMU on or off
+        "iommu": None if units is None or groups is None else
+                 {"active": bool(units) and bool(groups), "units": units, "groups": len(groups)},
         "kvm": fs.exists("dev/kvm"),
     }
 
