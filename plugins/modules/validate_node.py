@@ -366,6 +366,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate import collect as _collect
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate import gate
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate import probe_runs
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate import options as _options
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.options import ARGUMENT_SPEC, CONTROLLER_OPTIONS
 from ansible_collections.gpufleet.provision.plugins.module_utils._desired import profile as _profile
 from ansible_collections.gpufleet.provision.plugins.module_utils._node.facts import collect
@@ -377,7 +378,12 @@ def _node_name(fs, given):
     if given:
         return given
     name = fs.read("etc/hostname", optional=True)
-    return name.split()[0] if name else socket.gethostname()
+    name = name.split()[0] if name else socket.gethostname()
+    problem = _options.node_name_problem(name)
+    if problem:
+        # the name becomes the report files' names: a "/" in it would write elsewhere
+        raise _profile.ProfileError("etc/hostname: %s; give the option node" % problem)
+    return name
 
 
 def split_outputs(outputs, errors):
@@ -494,7 +500,7 @@ def evaluate(params, runner=None, have=None, systemd=None, tmpdir=None):
     profile = _profile.validate(params["profile"], gate.CHECK_IDS)
     root = params.get("root") or "/"
     if not os.path.isdir(root):
-        raise _profile.ProfileError("root %s: not a directory" % root)
+        raise _profile.ProfileError("root %s: not a directory (or a symlink loop)" % root)
     facts, warnings = collect(root)
     fs = Root(root)
     script = _collect.write_probe_script(params.get("probe_script"), tmpdir)
@@ -513,10 +519,11 @@ def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     params = dict((k, v) for k, v in module.params.items() if k not in CONTROLLER_OPTIONS)
     try:
+        _options.check(params)
         result = run(params, runner=command_runner(module, params["command_timeout"]),
                      have=module.get_bin_path, systemd=os.path.isdir("/run/systemd/system"),
                      tmpdir=module.tmpdir if params.get("probe_script") else None, check_mode=module.check_mode)
-    except _profile.ProfileError as exc:
+    except (_profile.ProfileError, _options.OptionError) as exc:
         module.fail_json(msg=str(exc))
     for line in result.pop("warnings"):
         module.warn(line)
