@@ -47,7 +47,7 @@ def _options(options):
         if value is not None:
             opts[key] = value
     reserve = opts["reserve_host_cpus"]
-    as_list = isinstance(reserve, list) and all(isinstance(c, int) and not isinstance(c, bool) for c in reserve)
+    as_list = isinstance(reserve, list) and all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in reserve)
     if isinstance(reserve, bool) or not (isinstance(reserve, int) and reserve >= 0 or as_list):
         raise GuestPlanError("options: reserve_host_cpus must be a count of cores per NUMA node or a list of host CPUs, got %r"
                              % (reserve,))
