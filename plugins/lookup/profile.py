@@ -17,7 +17,9 @@ description:
   - A term is a mapping (validated as it is), a path to a YAML file, or the name of a profile shipped
     with the collection (C(hgx-h100) is C(inventories/profiles/hgx-h100.yml)).
   - A relative path is looked up in the inventory folder, the playbook folder and the current folder,
-    then under the collection root. A missing or unreadable file is an error naming every place tried.
+    then under the collection root (never above it). A missing or unreadable file is an error naming every
+    place tried; an empty, binary (not UTF-8) or oversized (over 4 MiB) file, a FIFO, or YAML that is
+    not a mapping is an error naming the file.
   - Files are read once per run (cached by path and modification time).
 options:
   _terms:
@@ -126,8 +128,8 @@ def load(term, folders):
         raise AnsibleLookupError("profile %s: not found (tried %s)" % (term, ", ".join(tried)))
     try:
         return load_file(path)
-    except (OSError, yaml.YAMLError) as exc:
-        raise AnsibleLookupError("profile %s: cannot read: %s" % (path, to_native(exc)))
+    except (OSError, yaml.YAMLError, RecursionError) as exc:   # RecursionError: pure-Python YAML, nesting too deep
+        raise AnsibleLookupError("profile %s: cannot read: %s" % (path, to_native(exc) or type(exc).__name__))
 
 
 class LookupModule(LookupBase):

@@ -92,11 +92,13 @@ def _cpu(fs):
     info = fs.parse("proc/cpuinfo", P.parse_cpuinfo) or {}
     cpus = online
     if cpus is None:
-        cpus = sorted(i for i in (_cpu_index(n) for n in fs.listdir(CPU)) if i is not None)
+        names = _folder(fs, CPU)
+        # None: neither the online list nor the folder could be read (per-CPU facts are unknown then)
+        cpus = None if names is None else sorted(i for i in (_cpu_index(n) for n in names) if i is not None)
     # One sibling set per physical core. A CPU already seen in a sibling list is not read again:
     # on a 208-CPU box that halves the reads (this runs in every facts and gate call).
     packages, cores, siblings, seen = set(), set(), set(), set()
-    for cpu in cpus:
+    for cpu in cpus or []:
         if cpu in seen:
             continue
         topo = "%s/cpu%d/topology/" % (CPU, cpu)
@@ -138,9 +140,13 @@ def _node_ids(fs):
 
 
 def _hugepages(fs, folder, count="nr_hugepages"):
-    """{size_kb: pages} of each hugepages-<size>kB pool in ``folder`` (``count``: nr_ or free_hugepages)."""
+    """{size_kb: pages} of each hugepages-<size>kB pool in ``folder`` (``count``: nr_ or free_hugepages);
+    None when the folder is there but cannot be listed (no pool is not what was read)."""
+    names = _folder(fs, folder)
+    if names is None:
+        return None
     pools = {}
-    for name in fs.listdir(folder):
+    for name in names:
         match = re.match(r"^hugepages-(\d+)kB$", name)
         if match:
             pools[match.group(1)] = fs.parse("%s/%s/%s" % (folder, name, count), P.parse_int)
@@ -289,8 +295,9 @@ def _nics(fs):
         loc = _device_location(fs, base + "/device") if fs.exists(base + "/device") else None
         loc = loc or _NO_LOCATION
         pci_base = "%s/%s" % (PCI, loc["pci"]) if loc["pci"] else None
+        port_names = _folder(fs, base + "/ports")
         ports = []
-        for port in fs.listdir(base + "/ports"):
+        for port in port_names or []:
             if not port.isdigit():
                 continue
             pbase = "%s/ports/%s" % (base, port)
@@ -329,7 +336,8 @@ def _nics(fs):
             "pcie_path": loc["pcie_path"],
             "host_bridge": loc["host_bridge"],
             "virtual_function": bool(pci_base) and fs.exists(pci_base + "/physfn"),
-            "ports": ports,
+            # None: the ports folder could not be listed ("no port" would be a verdict on nothing)
+            "ports": None if port_names is None else ports,
         })
     return sorted(nics, key=lambda n: P.natural_key(n["name"]))
 
@@ -427,7 +435,7 @@ def _kernel(fs, online):
         fs.problem("proc/cmdline", "invalid", "binary content (NUL bytes) where text was expected")
         raw = None
     counts, not_perf, without = {}, [], []
-    for cpu in online:
+    for cpu in online or []:
         gov = fs.read("%s/cpu%d/cpufreq/scaling_governor" % (CPU, cpu), optional=True)
         if gov is None:
             without.append(cpu)
@@ -444,7 +452,7 @@ def _kernel(fs, online):
         "thp": {"enabled": thp_enabled, "defrag": thp_defrag},
         "numa_balancing": fs.parse("proc/sys/kernel/numa_balancing", P.parse_int),
         "hugepages": _hugepages(fs, "sys/kernel/mm/hugepages"),
-        "governor": {"counts": counts, "not_performance": not_perf, "without_cpufreq": without},
+        "governor": None if online is None else {"counts": counts, "not_performance": not_perf, "without_cpufreq": without},
         # None: a folder that could not be listed is no evidence of an IOMMU on or off
         "iommu": None if units is None or groups is None else
                  {"active": bool(units) and bool(groups), "units": units, "groups": len(groups)},
@@ -454,6 +462,10 @@ def _kernel(fs, online):
 
 def _nvidia(fs, gpus, nvswitches, gpu_info):
     loaded = fs.isdir("sys/module/nvidia")
+    if not loaded and fs.exists("sys/module/nvidia"):
+        # there, but not a folder we can enter (a symlink loop): loaded or not is unknown
+        fs.entries("sys/module/nvidia")
+        loaded = None
     module_version = fs.parse("sys/module/nvidia/version", P.parse_version, optional=not loaded)
     proc_version = fs.parse("proc/driver/nvidia/version", P.parse_nvidia_proc_version, optional=not loaded)
     per_gpu = []
@@ -476,8 +488,12 @@ def _nvidia(fs, gpus, nvswitches, gpu_info):
 
 
 def _nvme(fs):
+    """NVMe controllers; [] when the class is absent, None when it cannot be listed."""
+    names = _folder(fs, "sys/class/nvme")
+    if names is None:
+        return None
     out = []
-    for name in fs.listdir("sys/class/nvme"):
+    for name in names:
         base = "sys/class/nvme/" + name
         out.append({
             "name": name,
