@@ -360,6 +360,7 @@ facts:
 
 import os
 import socket
+import stat
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -466,12 +467,13 @@ def run(params, runner=None, have=None, systemd=None, tmpdir=None, check_mode=Fa
         return evaluate(params, runner, have, systemd, tmpdir)
     if not params.get("desired_digest"):
         raise _profile.ProfileError("desired_digest: required with converged_stamp (%s)" % path)
+    _check_stamp_path(path)
     now = _stamp.state(params["desired_digest"], params.get("root") or "/", os_root, path)
     if params.get("write_stamp"):
         result = evaluate(params, runner, have, systemd, tmpdir)
         result["stamp"] = _write_stamp(path, now, result["report"], check_mode)
         return result
-    old = _stamp.read(path)
+    old = _read_stamp(path)
     reasons = _stamp.differences(old, now)
     if reasons:
         return {"changed": False, "converged": False, "converged_reasons": reasons, "warnings": []}
@@ -480,6 +482,25 @@ def run(params, runner=None, have=None, systemd=None, tmpdir=None, check_mode=Fa
     reasons = (["the gate is red: %s" % ", ".join(red)] if red else []) + _stamp.passing_lost(old, result["report"])
     result.update(converged=not reasons, converged_reasons=reasons)
     return result
+
+
+def _check_stamp_path(path):
+    """The stamp is a regular file or absent: opening a FIFO there would block the module forever,
+    a folder or device is no stamp."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return   # absent (or unreadable: the stamp's reader says "not converged")
+    if not stat.S_ISREG(mode):
+        raise _profile.ProfileError("converged_stamp %s: not a regular file (a folder, FIFO or device)" % path)
+
+
+def _read_stamp(path):
+    """The old stamp, None when it cannot be read as text (not converged: the machine washes)."""
+    try:
+        return _stamp.read(path)
+    except (UnicodeDecodeError, OSError):
+        return None
 
 
 def _write_stamp(path, now, report, check_mode):
@@ -500,7 +521,7 @@ def evaluate(params, runner=None, have=None, systemd=None, tmpdir=None):
     profile = _profile.validate(params["profile"], gate.CHECK_IDS)
     root = params.get("root") or "/"
     if not os.path.isdir(root):
-        raise _profile.ProfileError("root %s: not a directory (or a symlink loop)" % root)
+        raise _profile.ProfileError("root %s: not a directory" % root)
     facts, warnings = collect(root)
     fs = Root(root)
     script = _collect.write_probe_script(params.get("probe_script"), tmpdir)

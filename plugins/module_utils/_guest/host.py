@@ -69,6 +69,14 @@ def _dict(value):
     return isinstance(value, dict)
 
 
+def _unique(path, values, what):
+    seen = set()
+    for value in values:
+        if value in seen:
+            raise GuestPlanError("facts: %s: %s %s given twice (a CPU or node in two places cannot be pinned)" % (path, what, value))
+        seen.add(value)
+
+
 def check_facts(facts):
     """The part of ansible_facts.gpufleet the planner reads, by type (docs/facts.md), or GuestPlanError
     naming the key path and the value: facts from a file or another tool reach the planner as they are."""
@@ -77,14 +85,19 @@ def check_facts(facts):
     for key in ("cpu", "numa"):
         if facts.get(key) is not None and not isinstance(facts[key], dict):
             raise _where(key, facts[key], "a mapping")
-    for index, core in enumerate(_list_of("cpu.siblings", (facts.get("cpu") or {}).get("siblings"), lambda c: isinstance(c, list),
-                                          "a list of CPU numbers", optional=True)):
+    siblings = _list_of("cpu.siblings", (facts.get("cpu") or {}).get("siblings"), lambda c: isinstance(c, list),
+                        "a list of CPU numbers", optional=True)
+    for index, core in enumerate(siblings):
         _list_of("cpu.siblings[%d]" % index, core, _is_cpu, "a CPU number (0 or more)")
+    _unique("cpu.siblings", [cpu for core in siblings for cpu in set(core)], "CPU")
     numa = facts.get("numa") or {}
     for index, node in enumerate(_list_of("numa.nodes", numa.get("nodes"), _dict, "a mapping", optional=True)):
         where = "numa.nodes[%d]" % index
         if not _is_cpu(node.get("id")):
             raise _where(where + ".id", node.get("id"), "a NUMA node id (0 or more)")
+    _unique("numa.nodes", [node["id"] for node in numa.get("nodes") or []], "node id")
+    for index, node in enumerate(numa.get("nodes") or []):
+        where = "numa.nodes[%d]" % index
         _list_of(where + ".cpus", node.get("cpus"), _is_cpu, "a CPU number (0 or more)", optional=True)
         free = node.get("free_hugepages")
         if free is not None and not (_dict(free) and all(v is None or _is_cpu(v) for v in free.values())):

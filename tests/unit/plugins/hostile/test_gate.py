@@ -343,3 +343,51 @@ def test_lookup_profile_fifo(tmp_path):
 
 def test_lookup_profile_shipped_name_still_loads():
     assert _lookup("hgx-h100")[0]["name"] == "hgx-h100"
+
+
+# ---- more of our own: garbage in single files ----
+
+@pytest.mark.parametrize("rel, content, check_id", [
+    ("sys/bus/pci/devices/0000:18:00.0/vendor", b"nvidia\n", "gpu.count"),
+    ("sys/bus/pci/devices/0000:18:00.0/class", b"\xff\xfe\n", "gpu.count"),
+    ("sys/kernel/mm/transparent_hugepage/enabled", b"always madvise never\n", "memory.thp"),
+    ("proc/sys/kernel/numa_balancing", b"yes\n", "memory.numa_balancing"),
+    ("sys/class/infiniband/mlx5_0/ports/1/state", b"\x00\x00\n", "ib.ports"),
+    ("sys/class/infiniband/mlx5_0/ports/1/counters/symbol_error", b"-\n", "ib.counters"),
+    ("etc/os-release", b"\xff" * 64, "os.release"),
+])
+def test_garbage_file_is_an_error_naming_it(run_module, unpacked_tree, succeeded, rel, content, check_id):
+    root = unpacked_tree("hgx-h100-ref")
+    with open(os.path.join(root, rel), "wb") as handle:
+        handle.write(content)
+    gated = _gate_run(run_module, root, return_report=True)
+    succeeded(gated)
+    check = _verdicts(gated)[check_id]
+    assert check["status"] == "error", (check["status"], check["reason"])
+    assert rel in check["reason"], check["reason"]
+
+
+def test_hostname_with_a_slash_never_names_a_report_file(run_module, unpacked_tree, clear_error, tmp_path):
+    root = unpacked_tree("guest-mini")
+    with open(os.path.join(root, "etc/hostname"), "w") as handle:
+        handle.write("../../escape\n")
+    out = run_module("validate_node", dict(NOTHING, root=root, profile={"name": "x"}, report_dir=str(tmp_path / "r")))
+    clear_error(out, "etc/hostname", "../../escape")
+    assert not os.path.exists(str(tmp_path / "r"))
+
+
+@pytest.mark.parametrize("stamp_kind", ["folder", "fifo", "garbage"])
+def test_converged_stamp_that_is_no_stamp(run_module, unpacked_tree, tmp_path, stamp_kind):
+    root = unpacked_tree("guest-mini")
+    path = tmp_path / "stamp"
+    if stamp_kind == "folder":
+        path.mkdir()
+    elif stamp_kind == "fifo":
+        os.mkfifo(str(path))
+    else:
+        path.write_bytes(b"\x00\xffnot json")
+    out = run_module("validate_node", dict(NOTHING, root=root, profile={"name": "x"}, converged_stamp=str(path),
+                                           desired_digest="abc"))
+    assert not out["_traceback"], out["_stderr"][-2000:]
+    # not converged (the stamp cannot be read), or a clear error naming it
+    assert out.get("converged") is False or (out.failed and str(path) in out.msg), dict(out)

@@ -71,6 +71,8 @@ def _plan(run_module, facts, requests=None, **extra):
     ("nics.0", None, ["nics[0]", "None"]),
     ("pairs", "all", ["pairs", "all"]),
     ("pairs.0.gpu", None, ["pairs[0].gpu", "None"]),
+    ("cpu.siblings.1", [0, 105], ["cpu.siblings", "CPU 0 given twice"]),
+    ("numa.nodes.1.id", 0, ["numa.nodes", "node id 0 given twice"]),
 ])
 def test_facts_of_wrong_types(run_module, clear_error, ref_facts, path, value, names):
     clear_error(_plan(run_module, _set(ref_facts, path, value)), *names)
