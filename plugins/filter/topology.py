@@ -19,7 +19,7 @@ def _cpu(item):
         return None
     if isinstance(item, int):
         number = item
-    elif isinstance(item, str) and item.strip().isdigit():
+    elif isinstance(item, str) and item.strip().isdecimal():
         number = int(item.strip())
     else:
         return None

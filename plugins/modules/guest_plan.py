@@ -199,7 +199,7 @@ def _number(value):
     (2.7 is not CPU 2, true is not 1, -1 is no CPU)."""
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return value
-    if isinstance(value, str) and value.strip().isdigit():
+    if isinstance(value, str) and value.strip().isdecimal():
         return int(value.strip())
     raise ValueError(value)
 

@@ -179,7 +179,7 @@ def parse_rpm_query(text):
             continue
         name, epoch, version, release, arch = fields[:5]
         entry = {"name": name, "version": version, "release": release, "arch": arch, "source": "rpm",
-                 "epoch": int(epoch) if epoch.isdigit() and epoch != "0" else None}
+                 "epoch": int(epoch) if epoch.isdecimal() and epoch != "0" else None}
         out.setdefault(name, []).append(entry)
     return out
 

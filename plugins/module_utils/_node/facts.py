@@ -298,7 +298,7 @@ def _nics(fs):
         port_names = _folder(fs, base + "/ports")
         ports = []
         for port in port_names or []:
-            if not port.isdigit():
+            if not port.isdecimal():
                 continue
             pbase = "%s/ports/%s" % (base, port)
             state = fs.parse(pbase + "/state", P.parse_ib_state)
@@ -350,7 +350,7 @@ def _gid_table(fs, pbase):
     if names is None:
         return None
     table = []
-    for index in sorted(int(n) for n in names if n.isdigit()):
+    for index in sorted(int(n) for n in names if n.isdecimal()):
         parsed = fs.parse("%s/gids/%d" % (pbase, index), P.parse_gid)
         if parsed is None or parsed[0] == P.ZERO_GID:
             continue

@@ -391,3 +391,18 @@ def test_converged_stamp_that_is_no_stamp(run_module, unpacked_tree, tmp_path, s
     assert not out["_traceback"], out["_stderr"][-2000:]
     # not converged (the stamp cannot be read), or a clear error naming it
     assert out.get("converged") is False or (out.failed and str(path) in out.msg), dict(out)
+
+
+def test_unicode_digit_names_in_sysfs_folders(unpacked_tree):
+    # "²".isdigit() is true but int("²") raises: a folder entry named so was a traceback
+    root = unpacked_tree("hgx-h100-roce")
+    base = os.path.join(root, "sys/class/infiniband/mlx5_0/ports")
+    os.mkdir(os.path.join(base, "\u00b2"))
+    gids = os.path.join(base, "1", "gids")
+    if os.path.isdir(gids):
+        with open(os.path.join(gids, "\u00b9"), "w") as handle:
+            handle.write("fe80:0000:0000:0000:0000:0000:0000:0001\n")
+    os.mkdir(os.path.join(root, "sys/class/infiniband/mlx5_\u00b2"))
+    facts, _warnings = collect(root)
+    assert [p["port"] for p in [n for n in facts["nics"] if n["name"] == "mlx5_0"][0]["ports"]] == [1]
+    assert "mlx5_\u00b2" in [n["name"] for n in facts["nics"]]
