@@ -198,7 +198,7 @@ def _fabricmanager(ctx):
         unknown.append(str(exc).replace("no data: ", "", 1))
         states = None
     if states is not None:
-        observed["fabric"] = sorted(set(s.get("State") for s in states.values()))
+        observed["fabric"] = sorted(set(str(s.get("State")) for s in states.values()))   # a block without State: "None"
         # No Fabric block (drivers before it, a stand-in nvidia-smi), or a state the GPU generation
         # does not report (A100 HGX: "N/A"; PCIe cards: "Not Supported"): unknown, not bad.
         unreported = [g for g, s in sorted(states.items()) if s.get("State") in _FABRIC_UNREPORTED]

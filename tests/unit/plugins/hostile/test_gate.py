@@ -406,3 +406,21 @@ def test_unicode_digit_names_in_sysfs_folders(unpacked_tree):
     facts, _warnings = collect(root)
     assert [p["port"] for p in [n for n in facts["nics"] if n["name"] == "mlx5_0"][0]["ports"]] == [1]
     assert "mlx5_\u00b2" in [n["name"] for n in facts["nics"]]
+
+
+@pytest.mark.parametrize("name, text", [
+    ("dcgm_diag", '{"DCGM GPU Diagnostic": {"test_categories": "x"}}'),
+    ("dcgm_diag", '{"DCGM GPU Diagnostic": {"test_categories": [{"tests": [{"results": [{"warnings": "w"}]}]}]}}'),
+    ("nvidia_smi_q", "GPU 00000000:18:00.0\n    Fabric\n        Status : Success\n"
+                     "GPU 00000000:29:00.0\n    Fabric\n        State : Completed\n"),
+])
+def test_garbage_outputs_are_errors_or_verdicts_never_internal_errors(unpacked_tree, name, text):
+    # found by fuzzing every output with garbage and mutated real captures (the gate's catch-all
+    # turned these into "internal error in check ...")
+    facts, _warnings = collect(unpacked_tree("hgx-h100-ref"))
+    raw = reference_profile()
+    raw["probes"] = {"dcgm": {"enabled": True}}
+    profile = _profile.validate(raw, gate.CHECK_IDS)
+    report = gate.evaluate(gate.Inputs(facts, profile, packages={}, services={}, outputs={name: text}), node="n")
+    internal = [(c["id"], c["reason"]) for c in report["checks"] if "internal error" in c["reason"]]
+    assert internal == []
