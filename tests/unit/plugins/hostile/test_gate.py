@@ -424,3 +424,17 @@ def test_garbage_outputs_are_errors_or_verdicts_never_internal_errors(unpacked_t
     report = gate.evaluate(gate.Inputs(facts, profile, packages={}, services={}, outputs={name: text}), node="n")
     internal = [(c["id"], c["reason"]) for c in report["checks"] if "internal error" in c["reason"]]
     assert internal == []
+
+
+@pytest.mark.parametrize("patch", [{"nvidia": {"driver_version": "="}}, {"ofed": {"version": "a b"}}])
+def test_profile_version_of_garbage_is_an_error_of_the_check_not_internal(unpacked_tree, patch):
+    # found by fuzzing profiles: the profile loads (a string), the pins derived from it do not
+    facts, _warnings = collect(unpacked_tree("hgx-h100-ref"))
+    raw = reference_profile()
+    for key, value in patch.items():
+        raw[key] = dict(raw[key], **value)
+    profile = _profile.validate(raw, gate.CHECK_IDS)
+    report = gate.evaluate(gate.Inputs(facts, profile, packages={}, services={}, outputs={}), node="n")
+    held = [c for c in report["checks"] if c["id"] == "packages.held"][0]
+    assert held["status"] == "error" and held["reason"].startswith("profile: "), held
+    assert list(patch.values())[0].popitem()[1] in held["reason"]
