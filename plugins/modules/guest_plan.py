@@ -44,7 +44,7 @@ options:
     required: true
     suboptions:
       name:
-        description: Guest name (unique).
+        description: Guest name (unique; letters, digits, C(.), C(_) and C(-), at most 64 - it names the QEMU process, the pin script and the libvirt domain).
         type: str
         required: true
       gpus:

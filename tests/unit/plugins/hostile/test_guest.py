@@ -125,6 +125,9 @@ def test_reserve_list_in_process_names_the_cpu(ref_facts):
     ([{"name": "g1", "gpus": 1}, {"name": "g1", "gpus": 1}], ["g1", "two requests"]),
     ([{"gpus": 1}], ["name"]),
     ([], ["requests"]),
+    ([{"name": "g1\nrm -rf /", "gpus": 1}], ["guest name", "rm -rf"]),
+    ([{"name": "g1,debug-threads=off", "gpus": 1}], ["guest name", "debug-threads=off"]),
+    ([{"name": "../g1", "gpus": 1}], ["guest name", "../g1"]),
 ])
 def test_bad_requests(run_module, clear_error, ref_facts, requests, names):
     clear_error(_plan(run_module, ref_facts, requests), *names)
