@@ -454,8 +454,8 @@ def _kernel(fs, online):
         "hugepages": _hugepages(fs, "sys/kernel/mm/hugepages"),
         "governor": None if online is None else {"counts": counts, "not_performance": not_perf, "without_cpufreq": without},
         # None: a folder that could not be listed is no evidence of an IOMMU on or off
-        "iommu": None if units is None or groups is None else
-                 {"active": bool(units) and bool(groups), "units": units, "groups": len(groups)},
+        "iommu": None if units is None or groups is None else {
+            "active": bool(units) and bool(groups), "units": units, "groups": len(groups)},
         "kvm": fs.exists("dev/kvm"),
     }
 

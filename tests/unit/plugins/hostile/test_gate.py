@@ -4,7 +4,6 @@ versions that do not parse. Each case ends in a clear error naming the input, or
 result where the unreadable input is an ``error`` verdict naming the path: never a traceback, a
 hang, or a measured value made up from what could not be read."""
 import os
-import stat
 
 import pytest
 import yaml
