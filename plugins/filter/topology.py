@@ -19,11 +19,32 @@ MAX_NAME = 255
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.:@-]{1,%d}\Z" % MAX_NAME)
 
 
+def _cpu(item):
+    """One CPU number: an int, or a string of digits (Jinja's split gives strings); None otherwise."""
+    if isinstance(item, bool):
+        return None
+    if isinstance(item, int):
+        number = item
+    elif isinstance(item, str) and item.strip().isdecimal():
+        number = int(item.strip())
+    else:
+        return None
+    return number if 0 <= number < _parsers.MAX_CPUS else None
+
+
 def _ints(value, what):
-    try:
-        return [int(v) for v in value]
-    except (TypeError, ValueError):
-        raise AnsibleFilterError("%s: expected a list of CPU numbers, got %r" % (what, value))
+    """CPU numbers of the list ``value``; AnsibleFilterError naming the input and the first bad item
+    (a string is no list: "123" is not the CPUs 1, 2, 3; 2.7 is not CPU 2; -1 is no CPU)."""
+    if isinstance(value, (str, bytes, dict)) or not isinstance(value, (list, tuple, set, frozenset)):
+        raise AnsibleFilterError("%s: expected a list of CPU numbers, got %s %r" % (what, type(value).__name__, value))
+    out = []
+    for item in value:
+        number = _cpu(item)
+        if number is None:
+            raise AnsibleFilterError("%s: expected a list of CPU numbers (0 to %d), %r is none in %r"
+                                     % (what, _parsers.MAX_CPUS - 1, item, value))
+        out.append(number)
+    return out
 
 
 def cpulist(value):
@@ -33,8 +54,10 @@ def cpulist(value):
 
 def cpus(value):
     """'0-12,104-116' -> [0, ..., 12, 104, ..., 116]."""
+    if not isinstance(value, str):
+        raise AnsibleFilterError("cpus: expected a CPU list such as '0-12,104-116', got %s %r" % (type(value).__name__, value))
     try:
-        return _parsers.parse_cpulist(str(value))
+        return _parsers.parse_cpulist(value)
     except ValueError as exc:
         raise AnsibleFilterError("cpus: %r is not a CPU list: %s" % (value, exc))
 
@@ -50,11 +73,20 @@ def sibling_order(siblings, only=None):
     if not isinstance(siblings, (list, tuple)):
         raise AnsibleFilterError("sibling_order: expected cpu.siblings (a list of lists), got %r" % (siblings,))
     keep = None if only is None else set(_ints(only, "sibling_order only"))
-    order = []
-    for core in sorted((_ints(c, "sibling_order") for c in siblings), key=lambda c: c[0] if c else -1):
-        if not core or (keep is not None and not set(core) <= keep):
+    cores = [sorted(_ints(c, "sibling_order")) for c in siblings]
+    seen = {}
+    for core in cores:
+        for cpu in core:
+            if cpu in seen and seen[cpu] != core:
+                # one CPU in two cores: pinning either would put two vCPU pairs on one thread
+                raise AnsibleFilterError("sibling_order: CPU %d is in two sibling lists (%r and %r)" % (cpu, seen[cpu], core))
+            seen[cpu] = core
+    order, done = [], set()
+    for core in sorted(cores, key=lambda c: c[0] if c else -1):
+        if not core or tuple(core) in done or (keep is not None and not set(core) <= keep):
             continue
-        order.extend(sorted(core))
+        done.add(tuple(core))
+        order.extend(core)
     return order
 
 

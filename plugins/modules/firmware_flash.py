@@ -22,7 +22,9 @@ description:
     image below the minimum, never over newer firmware unless O(allow_downgrade).
   - Refused, changing nothing, - a NIC image whose PSID (read from the image itself) is not the
     device's, an image declared for this device whose version is not what the image says, a device below
-    the minimum without an image for its PSID or model.
+    the minimum without an image for its PSID or model, a running, pending, image or minimum version
+    that does not parse (letters, digits and separators with at least one digit, such as C(28.39.1002)
+    or C(MPK7525Q)) - it cannot be compared, so it is neither passed nor flashed.
   - Activation is at the next boot - burnt but not running firmware is a reboot reason, also when an
     earlier run burnt it.
 author:
@@ -220,6 +222,7 @@ def flash(module, kind, image, name):
 def run(module):
     p = module.params
     kind, name = p["kind"], p["name"] or p["device"]
+    fw.check_options(p["minimums"], p["images"])
     state = nic_state(module, name) if kind == "nic" else nvme_state(module, name)
     key, minimum = fw.minimum_for(p["minimums"], list(p["match"]) + state["keys"])
     result = {"changed": False, "action": "none", "current": state["current"], "next_boot": state["next_boot"],
@@ -228,7 +231,9 @@ def run(module):
         result["reason"] = "%s (%s): no profile minimum for it" % (name, state["identity"])
         return result
     unread = [i for i in state["images"] if i.get("unread") and not i.get("version")]
-    if unread and fw.below(state["next_boot"] or "", minimum):
+    # a running or pending version that does not parse cannot be compared: refused, nothing flashed
+    fw.checked_key(state["next_boot"], "%s (%s)" % (name, state["identity"]))
+    if unread and fw.below(state["next_boot"], minimum, name):
         # check mode, image not staged and not described: it would be read, checked, and flashed
         result.update(changed=True, action="flash", image=unread[0], reboot_required=True,
                       reason="%s %s below the minimum %s: would flash %s (read in a real run)"
@@ -240,8 +245,8 @@ def run(module):
     image = None
     if images:
         # below the minimum: the newest; a downgrade: the oldest the operator supplies for this device
-        image = images[0] if p["allow_downgrade"] and fw.below(images[0]["version"], state["next_boot"] or "") else images[-1]
-    elif p["images"] and fw.below(state["next_boot"] or "", minimum):
+        image = images[0] if p["allow_downgrade"] and fw.below(images[0]["version"], state["next_boot"], name) else images[-1]
+    elif p["images"] and fw.below(state["next_boot"], minimum, name):
         kinds = sorted(set(str(i.get("psid") or i.get("model") or i.get("path")) for i in p["images"]))
         raise fw.FirmwareError("%s (%s): firmware %s below the minimum %s and no image for it (firmware_images has: %s)"
                                % (name, state["identity"], state["next_boot"], minimum, ", ".join(kinds)))

@@ -44,11 +44,13 @@ options:
     required: true
     suboptions:
       name:
-        description: Guest name (unique).
+        description: Guest name (unique; letters, digits, C(.), C(_) and C(-), at most 64 - it names the QEMU process, the pin script and the libvirt domain).
         type: str
         required: true
       gpus:
-        description: GPU-NIC pairs to pass through, 0 to all of the host's.
+        description:
+          - GPU-NIC pairs to pass through. V(0) is a guest without GPUs, on a free NUMA node without GPUs
+            (the cores of GPU nodes stay with their pairs); there is no "all GPUs" shorthand, ask for the count.
         type: int
         default: 0
       memory_gib:
@@ -63,7 +65,7 @@ options:
     description:
       - Host CPUs kept for the host (emulator and I/O threads, the host's daemons) on every NUMA node, named
         in each plan. A count of cores per node (the last cores of each node), or a list of host CPUs
-        (their whole cores are kept).
+        (their whole cores are kept); a CPU the host does not have fails the module, naming it.
     type: raw
     default: 1
   hugepage_size_kb:
@@ -143,7 +145,8 @@ plans:
   sample:
     - schema: 1
       name: train0
-      host: {numa_nodes: [0, 1, 2, 3], reserved_cpus: [12, 25, 38, 51, 116, 129, 142, 155], emulator_cpus: [12, 25]}
+      host: {numa_nodes: [0, 1, 2, 3], reserved_cpus: [12, 25, 38, 51, 116, 129, 142, 155],
+             emulator_cpus: [12, 25, 38, 51, 116, 129, 142, 155]}
       topology: {packages: 1, cores_per_package: 48, threads_per_core: 2}
       vcpus: [{vcpu: 0, host_cpu: 0, guest_node: 0}, {vcpu: 1, host_cpu: 104, guest_node: 0}]
 guests:
@@ -191,16 +194,23 @@ REQUEST_SPEC = dict(
 )
 
 
+def _number(value):
+    """A whole number: an int or a string of digits (from -a key=value); ValueError otherwise
+    (2.7 is not CPU 2, true is not 1, -1 is no CPU)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, str) and value.strip().isdecimal():
+        return int(value.strip())
+    raise ValueError(value)
+
+
 def _reserve(value):
     """1, "1" (from -a key=value) -> 1; [12, "116"] or "12,116" -> [12, 116]."""
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str):
-        value = value.strip()
-        return int(value) if value.isdigit() else [int(v) for v in value.split(",") if v.strip()]
+    if isinstance(value, str) and "," in value:
+        value = [v for v in value.split(",") if v.strip()]
     if isinstance(value, list):
-        return [int(v) for v in value]
-    raise ValueError(value)
+        return [_number(v) for v in value]
+    return _number(value)
 
 
 def main():

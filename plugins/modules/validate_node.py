@@ -375,12 +375,14 @@ facts:
 
 import os
 import socket
+import stat
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate import collect as _collect
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate import gate
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate import probe_runs
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate import options as _options
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.options import ARGUMENT_SPEC, CONTROLLER_OPTIONS
 from ansible_collections.gpufleet.provision.plugins.module_utils._desired import profile as _profile
 from ansible_collections.gpufleet.provision.plugins.module_utils._node.facts import collect
@@ -392,7 +394,12 @@ def _node_name(fs, given):
     if given:
         return given
     name = fs.read("etc/hostname", optional=True)
-    return name.split()[0] if name else socket.gethostname()
+    name = name.split()[0] if name else socket.gethostname()
+    problem = _options.node_name_problem(name)
+    if problem:
+        # the name becomes the report files' names: a "/" in it would write elsewhere
+        raise _profile.ProfileError("etc/hostname: %s; give the option node" % problem)
+    return name
 
 
 def split_outputs(outputs, errors):
@@ -475,6 +482,7 @@ def run(params, runner=None, have=None, systemd=None, tmpdir=None, check_mode=Fa
         return evaluate(params, runner, have, systemd, tmpdir)
     if not params.get("desired_digest"):
         raise _profile.ProfileError("desired_digest: required with converged_stamp (%s)" % path)
+    _check_stamp_path(path)
     try:
         managed = _stamp.managed_paths(params.get("converged_paths") or [])
     except ValueError as exc:
@@ -484,7 +492,7 @@ def run(params, runner=None, have=None, systemd=None, tmpdir=None, check_mode=Fa
         result = evaluate(params, runner, have, systemd, tmpdir)
         result["stamp"] = _write_stamp(path, now, result["report"], check_mode)
         return result
-    old = _stamp.read(path)
+    old = _read_stamp(path)
     reasons = _stamp.differences(old, now)
     if reasons:
         return {"changed": False, "converged": False, "converged_reasons": reasons, "warnings": []}
@@ -493,6 +501,25 @@ def run(params, runner=None, have=None, systemd=None, tmpdir=None, check_mode=Fa
     reasons = (["the gate is red: %s" % ", ".join(red)] if red else []) + _stamp.passing_lost(old, result["report"])
     result.update(converged=not reasons, converged_reasons=reasons)
     return result
+
+
+def _check_stamp_path(path):
+    """The stamp is a regular file or absent: opening a FIFO there would block the module forever,
+    a folder or device is no stamp."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return   # absent (or unreadable: the stamp's reader says "not converged")
+    if not stat.S_ISREG(mode):
+        raise _profile.ProfileError("converged_stamp %s: not a regular file (a folder, FIFO or device)" % path)
+
+
+def _read_stamp(path):
+    """The old stamp, None when it cannot be read as text (not converged: the machine washes)."""
+    try:
+        return _stamp.read(path)
+    except (UnicodeDecodeError, OSError):
+        return None
 
 
 def _write_stamp(path, now, report, check_mode):
@@ -532,10 +559,11 @@ def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     params = dict((k, v) for k, v in module.params.items() if k not in CONTROLLER_OPTIONS)
     try:
+        _options.check(params)
         result = run(params, runner=command_runner(module, params["command_timeout"]),
                      have=module.get_bin_path, systemd=os.path.isdir("/run/systemd/system"),
                      tmpdir=module.tmpdir if params.get("probe_script") else None, check_mode=module.check_mode)
-    except _profile.ProfileError as exc:
+    except (_profile.ProfileError, _options.OptionError) as exc:
         module.fail_json(msg=str(exc))
     for line in result.pop("warnings"):
         module.warn(line)

@@ -16,9 +16,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import math
 import re
 
 from ansible_collections.gpufleet.provision.plugins.module_utils._bmc.bios_values import POWER_PROFILES, SNC_VALUES
+from ansible_collections.gpufleet.provision.plugins.module_utils._devices.firmware import valid_version
 from ansible_collections.gpufleet.provision.plugins.module_utils._node.parsers import IB_ERROR_COUNTERS
 from ansible_collections.gpufleet.provision.plugins.module_utils._node.pcie import AFFINITY_ORDER, BDF
 
@@ -28,8 +30,21 @@ class ProfileError(ValueError):
 
 
 def _opt(type_, **kw):
+    """A key's spec: ``type_`` and options (choices, elements, options, values, required; ``lo`` and
+    ``hi``: the range of a number, or of each number of a list)."""
     kw["type"] = type_
     return kw
+
+
+# Bounds of what a node can have: past them a value is a typo (an extra zero) or garbage, never a
+# node class. Counts of GPUs, NICs, NVLinks and drives per node; NUMA nodes; CPUs; bandwidth in Gb/s
+# (1.6 Tb/s links and 900 GB/s NVLink are far below); sizes in GB (1 EB).
+MAX_DEVICES = 256
+MAX_NODES = 1024
+MAX_CPUS = 1 << 16
+MAX_GBPS = 100000.0
+MAX_GB = 1e9
+MAX_HUGEPAGES = 1 << 32
 
 
 # Each entry: type (str|int|float|bool|list|dict|sizes), optional choices, elements (list: a type
@@ -86,15 +101,15 @@ SCHEMA = {
         "enabled": _opt("bool"),
     }),
     "numa": _opt("dict", options={
-        "nodes": _opt("int"),
-        "cpus_per_node": _opt("int"),
+        "nodes": _opt("int", lo=1, hi=MAX_NODES),
+        "cpus_per_node": _opt("int", lo=1, hi=MAX_CPUS),
     }),
     "gpu": _opt("dict", options={
-        "count": _opt("int"),
+        "count": _opt("int", lo=0, hi=MAX_DEVICES),
         "model": _opt("str"),
         "device_id": _opt("str"),
-        "min_link_speed_gts": _opt("float"),
-        "min_link_width": _opt("int"),
+        "min_link_speed_gts": _opt("float", lo=0, hi=256),
+        "min_link_width": _opt("int", lo=1, hi=32),
         "check_current_speed": _opt("bool"),
     }),
     "nvidia": _opt("dict", options={
@@ -107,14 +122,14 @@ SCHEMA = {
         "persistenced": _opt("bool"),
     }),
     "nic": _opt("dict", options={
-        "rails": _opt("int"),
+        "rails": _opt("int", lo=0, hi=MAX_DEVICES),
         "affinity": _opt("list", elements="str", choices=list(AFFINITY_ORDER)),
         "ats": _opt("bool"),
     }),
     "ib": _opt("dict", options={
         "state": _opt("str"),
         "phys_state": _opt("str"),
-        "min_rate_gbps": _opt("float"),
+        "min_rate_gbps": _opt("float", lo=0, hi=MAX_GBPS),
         "link_layer": _opt("str", choices=["InfiniBand", "Ethernet"]),
         "scope": _opt("str", choices=["rail", "all"]),
     }),
@@ -124,16 +139,16 @@ SCHEMA = {
         "distribution": _opt("str", choices=["mlnx_ofed", "doca_ofed"]),
     }),
     "firmware": _opt("dict", options={
-        "nic": _opt("dict", values="str"),
-        "nvme": _opt("dict", values="str"),
+        "nic": _opt("dict", values="version"),
+        "nvme": _opt("dict", values="version"),
         "allow_downgrade": _opt("bool"),
     }),
     "storage": _opt("dict", options={
         "mounts": _opt("list", elements="dict", options={
             "path": _opt("str", required=True),
             "fstype": _opt("str"),
-            "min_size_gb": _opt("float"),
-            "min_free_gb": _opt("float"),
+            "min_size_gb": _opt("float", lo=0, hi=MAX_GB),
+            "min_free_gb": _opt("float", lo=0, hi=MAX_GB),
             "device": _opt("str"),
             "options": _opt("str"),
         }),
@@ -146,40 +161,41 @@ SCHEMA = {
     }),
     # Health thresholds of the gate (docs/profile.md "health"): data, not code.
     "health": _opt("dict", options={
-        "xid_critical": _opt("list", elements="int"),
+        "xid_critical": _opt("list", elements="int", lo=0, hi=65535),
         "ecc": _opt("bool"),
         "persistence_mode": _opt("bool"),
         "peermem": _opt("bool"),
         "throttle_reasons": _opt("list", elements="str"),
         "nvlink": _opt("dict", options={
-            "links": _opt("int"),
-            "min_gbps": _opt("float"),
+            "links": _opt("int", lo=0, hi=MAX_DEVICES),
+            "min_gbps": _opt("float", lo=0, hi=MAX_GBPS),
         }),
         # Maximum allowed value per InfiniBand error counter (ports/<p>/counters/<name>).
-        "ib_counters": _opt("dict", options=dict((name, _opt("int")) for name in IB_ERROR_COUNTERS)),
+        "ib_counters": _opt("dict", options=dict((name, _opt("int", lo=0, hi=(1 << 64) - 1)) for name in IB_ERROR_COUNTERS)),
         "nvme": _opt("dict", options={
-            "count": _opt("int"),
-            "min_spare_percent": _opt("int"),
-            "max_media_errors": _opt("int"),
-            "max_percent_used": _opt("int"),
+            "count": _opt("int", lo=0, hi=MAX_DEVICES),
+            "min_spare_percent": _opt("int", lo=0, hi=100),
+            "max_media_errors": _opt("int", lo=0, hi=(1 << 64) - 1),
+            # NVMe "percentage used" is an estimate that may pass 100, up to 255
+            "max_percent_used": _opt("int", lo=0, hi=255),
         }),
     }),
     # What a guest must see from inside: the ``guest`` section of its guest plan (docs/guest-plan.md),
     # as the plan gives it; the guest.* checks compare the guest's own sysfs with it.
     "guest": _opt("dict", options={
         "numa": _opt("list", elements="dict", options={
-            "id": _opt("int", required=True),
-            "cpus": _opt("list", elements="int", required=True),
-            "memory_mib": _opt("int"),
-            "host_node": _opt("int"),
-            "distances": _opt("list", elements="int"),
+            "id": _opt("int", required=True, lo=0, hi=MAX_NODES),
+            "cpus": _opt("list", elements="int", required=True, lo=0, hi=MAX_CPUS),
+            "memory_mib": _opt("int", lo=0, hi=1 << 40),
+            "host_node": _opt("int", lo=0, hi=MAX_NODES),
+            "distances": _opt("list", elements="int", lo=0, hi=255),
         }),
-        "siblings": _opt("list", elements=_opt("list", elements="int")),
+        "siblings": _opt("list", elements=_opt("list", elements="int", lo=0, hi=MAX_CPUS)),
         "devices": _opt("list", elements="dict", options={
             "kind": _opt("str", choices=["gpu", "nic"]),
             "guest_pci": _opt("str", required=True),
-            "numa_node": _opt("int"),
-            "pair": _opt("int"),
+            "numa_node": _opt("int", lo=0, hi=MAX_NODES),
+            "pair": _opt("int", lo=0, hi=MAX_DEVICES),
             "partner": _opt("str"),
             "cloud_hypervisor_pci": _opt("str"),
         }),
@@ -221,22 +237,22 @@ SCHEMA = {
         "nccl": _opt("dict", options={
             "enabled": _opt("bool"),
             "transport": _opt("str", choices=["IB", "Socket"]),
-            "min_hcas": _opt("int"),
+            "min_hcas": _opt("int", lo=0, hi=MAX_DEVICES),
             "gdr": _opt("bool"),
-            "min_busbw_gbps": _opt("float"),
+            "min_busbw_gbps": _opt("float", lo=0, hi=MAX_GBPS),
         }),
         "h2d": _opt("dict", options={
             "enabled": _opt("bool"),
-            "min_gbps": _opt("float"),
-            "max_spread_gbps": _opt("float"),
+            "min_gbps": _opt("float", lo=0, hi=MAX_GBPS),
+            "max_spread_gbps": _opt("float", lo=0, hi=MAX_GBPS),
         }),
         "p2p": _opt("dict", options={
             "enabled": _opt("bool"),
-            "min_gbps": _opt("float"),
+            "min_gbps": _opt("float", lo=0, hi=MAX_GBPS),
         }),
         "gdr": _opt("dict", options={
             "enabled": _opt("bool"),
-            "min_gbps": _opt("float"),
+            "min_gbps": _opt("float", lo=0, hi=MAX_GBPS),
         }),
         "dcgm": _opt("dict", options={
             "enabled": _opt("bool"),
@@ -292,7 +308,21 @@ def _check_scalar(where, spec_type, value):
     elif spec_type == "float":
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ProfileError("profile key %s: must be a number, got %s %r" % (where, _type_name(value), value))
+        if not math.isfinite(value):
+            raise ProfileError("profile key %s: must be a finite number, got %r" % (where, value))
         return float(value)
+    elif spec_type == "version":
+        if not isinstance(value, str) or not valid_version(value):
+            raise ProfileError("profile key %s: must be a firmware version as a quoted string (\"28.39.1002\", "
+                               "\"MPK7525Q\"), got %s %r" % (where, _type_name(value), value))
+    return value
+
+
+def _check_range(where, spec, value):
+    """``value`` within the spec's lo..hi, else ProfileError naming the key and the value."""
+    low, high = spec.get("lo"), spec.get("hi")
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise ProfileError("profile key %s: %r is out of range (%s to %s)" % (where, value, low, high))
     return value
 
 
@@ -323,7 +353,7 @@ def _check(where, spec, value):
             if kb in out:
                 raise ProfileError("profile key %s.%s: size given twice (%s kB)" % (where, key, kb))
             _check_scalar("%s.%s" % (where, key), "int", count)
-            out[kb] = count
+            out[kb] = _check_range("%s.%s" % (where, key), {"lo": 0, "hi": MAX_HUGEPAGES}, count)
         return out
     if kind == "list":
         if not isinstance(value, list):
@@ -336,12 +366,14 @@ def _check(where, spec, value):
             elif spec["elements"] == "dict":
                 out.append(_check(item_where, {"type": "dict", "options": spec["options"]}, item))
             else:
-                item = _check_scalar(item_where, spec["elements"], item)
+                item = _check_range(item_where, spec, _check_scalar(item_where, spec["elements"], item))
                 if spec.get("choices") and item not in spec["choices"]:
                     raise ProfileError("profile key %s: %r is not one of %s" % (item_where, item, ", ".join(spec["choices"])))
                 out.append(item)
         return out
     value = _check_scalar(where, kind, value)
+    if kind in ("int", "float"):
+        _check_range(where, spec, value)
     if spec.get("choices") and value not in spec["choices"]:
         raise ProfileError("profile key %s: %r is not one of %s" % (where, value, ", ".join(spec["choices"])))
     return value

@@ -15,12 +15,31 @@ class FirmwareError(ValueError):
     """A firmware plan cannot be made or must be refused; the message names the device and image."""
 
 
+# A firmware version we can order: letters, digits and separators, at least one digit
+# (ConnectX ``28.39.1002``, NVMe ``MPK7525Q``, ``GDC5602Q``, ``1.2.3-rc1``). Anything else (``garbage``,
+# an empty file, NUL bytes) cannot be compared: letters alone would sort above every number and pass.
+_VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+~ ()-]*$")
+
+
+def valid_version(text):
+    """Whether ``text`` is a firmware version that can be ordered (see _VERSION)."""
+    return isinstance(text, str) and bool(_VERSION.match(text.strip())) and any(c.isdigit() for c in text)
+
+
 def version_key(text):
     """``28.39.1002`` -> [(0, 28), (0, 39), (0, 1002)]; letters sort after numbers (``MPK7525Q``).
 
-    The same order as the gate's firmware checks (_checks.version_key).
+    The one order of firmware versions (the gate's firmware checks use it too). It orders anything;
+    ``valid_version`` says whether the order means something.
     """
     return [(0, int(t)) if t.isdigit() else (1, t) for t in re.findall(r"\d+|[A-Za-z]+", text or "")]
+
+
+def checked_key(version, what):
+    """version_key of a version that must be comparable, else FirmwareError naming ``what`` and the value."""
+    if not valid_version(version):
+        raise FirmwareError("%s: firmware version %r does not parse: cannot compare it with the minimum" % (what, version))
+    return version_key(version)
 
 
 def minimum_for(minimums, keys):
@@ -32,8 +51,9 @@ def minimum_for(minimums, keys):
     return None, None
 
 
-def below(version, minimum):
-    return version_key(version) < version_key(minimum)
+def below(version, minimum, device="firmware"):
+    """Whether ``version`` is below ``minimum``; FirmwareError naming ``device`` when either does not parse."""
+    return checked_key(version, device) < checked_key(minimum, "%s minimum" % device)
 
 
 def plan(device, current, pending, minimum, image, allow_downgrade=False):
@@ -54,16 +74,18 @@ def plan(device, current, pending, minimum, image, allow_downgrade=False):
     effective = pending or current
     if not effective:
         raise FirmwareError("%s: firmware version unknown (the query printed none)" % device)
-    if image is not None and below(image["version"], minimum):
+    checked_key(effective, device)
+    checked_key(minimum, "%s: the profile minimum" % device)
+    if image is not None and below(image["version"], minimum, "%s image %s" % (device, image["path"])):
         raise FirmwareError("%s: image %s is version %s, below the profile minimum %s"
                             % (device, image["path"], image["version"], minimum))
     out = {"action": "none", "reason": "%s at %s (minimum %s)" % (device, effective, minimum), "reboot_reason": None}
-    if below(effective, minimum):
+    if below(effective, minimum, device):
         if image is None:
             raise FirmwareError("%s: firmware %s is below the profile minimum %s and firmware_images has no image for it"
                                 % (device, effective, minimum))
         out["action"] = "flash"
-    elif image is not None and allow_downgrade and below(image["version"], effective):
+    elif image is not None and allow_downgrade and below(image["version"], effective, device):
         out["action"] = "flash"
     if out["action"] == "flash":
         out["reason"] = "%s %s -> %s" % (device, effective, image["version"])
@@ -71,6 +93,25 @@ def plan(device, current, pending, minimum, image, allow_downgrade=False):
     if effective != current:
         out["reboot_reason"] = "%s firmware %s burnt, %s running: active at the next boot" % (device, effective, current)
     return out
+
+
+def check_options(minimums, images):
+    """firmware_flash's minimums and images as the module takes them, or FirmwareError naming the
+    key or the image: a minimum is a version string that parses, an image a mapping with a path."""
+    for key, minimum in sorted((minimums or {}).items(), key=lambda kv: str(kv[0])):
+        if not isinstance(minimum, str) or not valid_version(minimum):
+            raise FirmwareError("minimums.%s: %r is not a firmware version (a quoted string such as \"28.39.1002\")"
+                                % (key, minimum))
+    for index, image in enumerate(images or []):
+        if not isinstance(image, dict):
+            raise FirmwareError("images[%d]: must be a mapping with path, got %r" % (index, image))
+        if not isinstance(image.get("path"), str) or not image["path"].strip():
+            raise FirmwareError("images[%d]: no path (%r)" % (index, image))
+        for key in ("version", "psid", "model"):
+            if image.get(key) is not None and not isinstance(image[key], str):
+                raise FirmwareError("images[%d].%s: must be a string, got %r" % (index, key, image[key]))
+        if image.get("version") is not None and not valid_version(image["version"]):
+            raise FirmwareError("images[%d].version: %r is not a firmware version" % (index, image["version"]))
 
 
 def parse_nvme_id_ctrl(text):
@@ -139,7 +180,12 @@ def _due(name, keys, version, minimums, downgrade_images):
         return None, None
     if not version:
         return minimum, "%s: no firmware version in the facts" % name
-    if below(version, minimum):
+    if not valid_version(minimum):
+        return minimum, "%s: the profile minimum %r does not parse" % (name, minimum)
+    if not valid_version(version):
+        # cannot be compared: the tools read it (and firmware_flash refuses what they cannot compare either)
+        return minimum, "%s: firmware version %r in the facts does not parse" % (name, version)
+    if below(version, minimum, name):
         return minimum, "%s %s below the minimum %s" % (name, version, minimum)
     if downgrade_images:
         return minimum, "%s %s: allow_downgrade with images of its kind (read with the tools)" % (name, version)

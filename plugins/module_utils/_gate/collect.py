@@ -24,7 +24,7 @@ import re
 
 from ansible_collections.gpufleet.provision.plugins.module_utils._node import facts as _facts
 from ansible_collections.gpufleet.provision.plugins.module_utils._desired import profile as _profile
-from ansible_collections.gpufleet.provision.plugins.module_utils._node.fs import Root
+from ansible_collections.gpufleet.provision.plugins.module_utils._node.fs import Root, WriteError, atomic_write
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.probe_runs import SCRIPT_NAME
 
 # Read-only commands whose output the checks read, by output name (the validate role's
@@ -179,7 +179,7 @@ def parse_rpm_query(text):
             continue
         name, epoch, version, release, arch = fields[:5]
         entry = {"name": name, "version": version, "release": release, "arch": arch, "source": "rpm",
-                 "epoch": int(epoch) if epoch.isdigit() and epoch != "0" else None}
+                 "epoch": int(epoch) if epoch.isdecimal() and epoch != "0" else None}
         out.setdefault(name, []).append(entry)
     return out
 
@@ -290,8 +290,7 @@ def write_probe_script(text, folder):
         return None
     path = os.path.join(folder, SCRIPT_NAME)
     try:
-        with open(path, "w") as handle:
-            handle.write(text)
-    except (IOError, OSError) as exc:
-        raise _profile.ProfileError("probe script: cannot write %s on the node: %s" % (path, exc))
+        atomic_write(path, text)
+    except WriteError as exc:
+        raise _profile.ProfileError("probe script: %s" % exc)
     return path

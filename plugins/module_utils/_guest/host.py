@@ -23,9 +23,9 @@ class GuestPlanError(Exception):
 def build(facts, opts):
     """facts -> {"threads": T, "page_kb": kB, "nodes": {id: node}, "packages": [[ids]], "slots": [...],
     "distances": {...}}. Raises GuestPlanError on facts a plan cannot be made from."""
-    if not isinstance(facts, dict):
-        raise GuestPlanError("facts: expected the ansible_facts.gpufleet dict, got %s" % type(facts).__name__)
+    check_facts(facts)
     core_of, threads = _cores(facts)
+    check_reserved(facts, opts["reserve_host_cpus"])
     numa = facts.get("numa") or {}
     if not numa.get("nodes"):
         raise GuestPlanError("facts: numa.nodes is missing or empty (node_facts could not read sys/devices/system/node)")
@@ -43,6 +43,76 @@ def build(facts, opts):
     ids = sorted(nodes)
     return {"threads": threads, "page_kb": opts["hugepage_size_kb"], "nodes": nodes, "slots": slots,
             "packages": topology.packages(ids, numa.get("distances")), "distances": numa.get("distances") or {}}
+
+
+def _is_cpu(value):
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _where(path, value, want):
+    return GuestPlanError("facts: %s must be %s, got %r" % (path, want, value))
+
+
+def _list_of(path, value, test, want, optional=False):
+    """``value`` is a list whose items pass ``test``; else GuestPlanError naming the path and the item."""
+    if value is None and optional:
+        return []
+    if not isinstance(value, list):
+        raise _where(path, value, "a list")
+    for index, item in enumerate(value):
+        if not test(item):
+            raise _where("%s[%d]" % (path, index), item, want)
+    return value
+
+
+def _dict(value):
+    return isinstance(value, dict)
+
+
+def _unique(path, values, what):
+    seen = set()
+    for value in values:
+        if value in seen:
+            raise GuestPlanError("facts: %s: %s %s given twice (a CPU or node in two places cannot be pinned)" % (path, what, value))
+        seen.add(value)
+
+
+def check_facts(facts):
+    """The part of ansible_facts.gpufleet the planner reads, by type (docs/facts.md), or GuestPlanError
+    naming the key path and the value: facts from a file or another tool reach the planner as they are."""
+    if not isinstance(facts, dict):
+        raise GuestPlanError("facts: expected the ansible_facts.gpufleet dict, got %s" % type(facts).__name__)
+    for key in ("cpu", "numa"):
+        if facts.get(key) is not None and not isinstance(facts[key], dict):
+            raise _where(key, facts[key], "a mapping")
+    siblings = _list_of("cpu.siblings", (facts.get("cpu") or {}).get("siblings"), lambda c: isinstance(c, list),
+                        "a list of CPU numbers", optional=True)
+    for index, core in enumerate(siblings):
+        _list_of("cpu.siblings[%d]" % index, core, _is_cpu, "a CPU number (0 or more)")
+    _unique("cpu.siblings", [cpu for core in siblings for cpu in set(core)], "CPU")
+    numa = facts.get("numa") or {}
+    for index, node in enumerate(_list_of("numa.nodes", numa.get("nodes"), _dict, "a mapping", optional=True)):
+        where = "numa.nodes[%d]" % index
+        if not _is_cpu(node.get("id")):
+            raise _where(where + ".id", node.get("id"), "a NUMA node id (0 or more)")
+    _unique("numa.nodes", [node["id"] for node in numa.get("nodes") or []], "node id")
+    for index, node in enumerate(numa.get("nodes") or []):
+        where = "numa.nodes[%d]" % index
+        _list_of(where + ".cpus", node.get("cpus"), _is_cpu, "a CPU number (0 or more)", optional=True)
+        free = node.get("free_hugepages")
+        if free is not None and not (_dict(free) and all(v is None or _is_cpu(v) for v in free.values())):
+            raise _where(where + ".free_hugepages", free, "a mapping of page size to a count")
+    distances = numa.get("distances")
+    if distances is not None and not (_dict(distances) and all(
+            v is None or (isinstance(v, list) and all(_is_cpu(d) for d in v)) for v in distances.values())):
+        raise _where("numa.distances", distances, "a mapping of node id to a list of distances")
+    for key, name in (("gpus", "pci"), ("nics", "name"), ("pairs", "gpu")):
+        for index, item in enumerate(_list_of(key, facts.get(key), _dict, "a mapping", optional=True)):
+            if not isinstance(item.get(name), str):
+                raise _where("%s[%d].%s" % (key, index, name), item.get(name), "a string")
+    for index, gpu in enumerate(facts.get("gpus") or []):
+        if gpu.get("numa_node") is not None and not isinstance(gpu["numa_node"], int):
+            raise _where("gpus[%d].numa_node" % index, gpu["numa_node"], "a NUMA node id")
 
 
 def _cores(facts):
@@ -91,6 +161,17 @@ def _reserved(nid, cores, reserve):
         return set(cores[len(cores) - reserve:]) if reserve else set()
     listed = set(reserve)
     return set(core for core in cores if listed & set(core))
+
+
+def check_reserved(facts, reserve):
+    """A list of host CPUs to keep must name CPUs the host has (a typo would keep nothing)."""
+    if not isinstance(reserve, list):
+        return
+    known = set(cpu for core in (facts.get("cpu") or {}).get("siblings") or [] for cpu in core)
+    unknown = sorted(set(reserve) - known)
+    if unknown:
+        raise GuestPlanError("reserve_host_cpus: CPU %s not on this host (its CPUs: %s)"
+                             % (topology.cpulist(unknown), topology.cpulist(sorted(known)) or "none"))
 
 
 def _pairs(facts, opts):

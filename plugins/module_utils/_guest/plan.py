@@ -14,6 +14,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import re
+
 from ansible_collections.gpufleet.provision.plugins.module_utils._guest import host as _host
 from ansible_collections.gpufleet.provision.plugins.module_utils._guest import topology
 from ansible_collections.gpufleet.provision.plugins.module_utils._guest.host import GuestPlanError
@@ -21,6 +23,7 @@ from ansible_collections.gpufleet.provision.plugins.module_utils._guest.host imp
 SCHEMA = 1
 DEFAULTS = {"reserve_host_cpus": 1, "hugepage_size_kb": 1048576, "affinities": ["PIX", "PXB"]}
 REQUEST_KEYS = ("name", "gpus", "memory_gib", "vcpus")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 __all__ = ["GuestPlanError", "plan_guests", "DEFAULTS", "SCHEMA"]
 
@@ -47,7 +50,7 @@ def _options(options):
         if value is not None:
             opts[key] = value
     reserve = opts["reserve_host_cpus"]
-    as_list = isinstance(reserve, list) and all(isinstance(c, int) and not isinstance(c, bool) for c in reserve)
+    as_list = isinstance(reserve, list) and all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in reserve)
     if isinstance(reserve, bool) or not (isinstance(reserve, int) and reserve >= 0 or as_list):
         raise GuestPlanError("options: reserve_host_cpus must be a count of cores per NUMA node or a list of host CPUs, got %r"
                              % (reserve,))
@@ -65,6 +68,10 @@ def _requests(requests):
         if not isinstance(raw, dict) or not raw.get("name"):
             raise GuestPlanError("requests[%d]: a request needs a name" % index)
         name = str(raw["name"])
+        if not _NAME.match(name):
+            # the name goes into QEMU's -name (a comma starts another option), the pin script (a shell
+            # script: a newline starts a command) and the libvirt domain
+            raise GuestPlanError("requests[%d]: guest name %r: letters, digits, '.', '_' and '-' only, at most 64" % (index, name))
         unknown = sorted(set(raw) - set(REQUEST_KEYS))
         if unknown:
             raise GuestPlanError("guest %s: unknown request key(s) %s (known: %s)" % (name, ", ".join(unknown), ", ".join(REQUEST_KEYS)))

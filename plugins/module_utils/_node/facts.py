@@ -54,17 +54,19 @@ def collect(root="/"):
         for key in ("model", "driver", "link", "class", "vendor_id"):
             sw.pop(key, None)
     gpus = facts["gpus"] or []
+    # None: sys/class/infiniband could not be listed ("no rail NIC" would be a confident lie).
     facts["nics"] = _nics(fs)
-    facts["netdevs"] = _netdevs(fs, facts["nics"])
+    nics = facts["nics"] or []
+    facts["netdevs"] = _netdevs(fs, nics)
     gpu_info = _add_gpu_models(fs, gpus)
     # A NIC without a PCI location (no device link) cannot be placed: it is no GPU's rail.
-    placed = [n for n in facts["nics"] if not n["virtual_function"] and n["pci"] is not None]
+    placed = [n for n in nics if not n["virtual_function"] and n["pci"] is not None]
     pairs, nic_rail = _pcie.pair_gpus(gpus, placed)
-    for nic in facts["nics"]:
+    for nic in nics:
         nic["rail"] = nic_rail.get(nic["name"])
         nic["role"] = "vf" if nic["virtual_function"] else ("rail" if nic["rail"] is not None else "non-rail")
     facts["pairs"] = pairs
-    facts["pcie"] = {"bridges": _bridges(fs, gpus + facts["nics"])}
+    facts["pcie"] = {"bridges": _bridges(fs, gpus + nics)}
     facts["kernel"] = _kernel(fs, cpus)
     facts["nvidia"] = _nvidia(fs, gpus, facts["nvswitches"] or [], gpu_info)
     facts["nvme"] = _nvme(fs)
@@ -90,11 +92,13 @@ def _cpu(fs):
     info = fs.parse("proc/cpuinfo", P.parse_cpuinfo) or {}
     cpus = online
     if cpus is None:
-        cpus = sorted(i for i in (_cpu_index(n) for n in fs.listdir(CPU)) if i is not None)
+        names = _folder(fs, CPU)
+        # None: neither the online list nor the folder could be read (per-CPU facts are unknown then)
+        cpus = None if names is None else sorted(i for i in (_cpu_index(n) for n in names) if i is not None)
     # One sibling set per physical core. A CPU already seen in a sibling list is not read again:
     # on a 208-CPU box that halves the reads (this runs in every facts and gate call).
     packages, cores, siblings, seen = set(), set(), set(), set()
-    for cpu in cpus:
+    for cpu in cpus or []:
         if cpu in seen:
             continue
         topo = "%s/cpu%d/topology/" % (CPU, cpu)
@@ -136,9 +140,13 @@ def _node_ids(fs):
 
 
 def _hugepages(fs, folder, count="nr_hugepages"):
-    """{size_kb: pages} of each hugepages-<size>kB pool in ``folder`` (``count``: nr_ or free_hugepages)."""
+    """{size_kb: pages} of each hugepages-<size>kB pool in ``folder`` (``count``: nr_ or free_hugepages);
+    None when the folder is there but cannot be listed (no pool is not what was read)."""
+    names = _folder(fs, folder)
+    if names is None:
+        return None
     pools = {}
-    for name in fs.listdir(folder):
+    for name in names:
         match = re.match(r"^hugepages-(\d+)kB$", name)
         if match:
             pools[match.group(1)] = fs.parse("%s/%s/%s" % (folder, name, count), P.parse_int)
@@ -265,18 +273,32 @@ def _add_gpu_models(fs, gpus):
 _NO_LOCATION = {"pci": None, "host_bridge": None, "pcie_path": None}
 
 
+def _folder(fs, rel):
+    """Entries of a folder that may be absent: [] when it is absent, None when it is there but
+    cannot be listed (a symlink loop, permissions: the problem is recorded, naming the path)."""
+    entries = fs.entries(rel)
+    if entries is None:
+        return None if fs.exists(rel) else []
+    return entries
+
+
 def _nics(fs):
+    """The RDMA NICs of sys/class/infiniband; [] when the class is absent, None when it cannot be listed."""
+    names = _folder(fs, IB)
+    if names is None:
+        return None
     nics = []
-    for name in fs.listdir(IB):
+    for name in names:
         base = "%s/%s" % (IB, name)
         # No device link (a software RDMA device, a capture of the class folder alone): the NIC is
         # there, only its PCI location is unknown. A broken link is a recorded problem, same outcome.
         loc = _device_location(fs, base + "/device") if fs.exists(base + "/device") else None
         loc = loc or _NO_LOCATION
         pci_base = "%s/%s" % (PCI, loc["pci"]) if loc["pci"] else None
+        port_names = _folder(fs, base + "/ports")
         ports = []
-        for port in fs.listdir(base + "/ports"):
-            if not port.isdigit():
+        for port in port_names or []:
+            if not port.isdecimal():
                 continue
             pbase = "%s/ports/%s" % (base, port)
             state = fs.parse(pbase + "/state", P.parse_ib_state)
@@ -314,7 +336,8 @@ def _nics(fs):
             "pcie_path": loc["pcie_path"],
             "host_bridge": loc["host_bridge"],
             "virtual_function": bool(pci_base) and fs.exists(pci_base + "/physfn"),
-            "ports": ports,
+            # None: the ports folder could not be listed ("no port" would be a verdict on nothing)
+            "ports": None if port_names is None else ports,
         })
     return sorted(nics, key=lambda n: P.natural_key(n["name"]))
 
@@ -327,7 +350,7 @@ def _gid_table(fs, pbase):
     if names is None:
         return None
     table = []
-    for index in sorted(int(n) for n in names if n.isdigit()):
+    for index in sorted(int(n) for n in names if n.isdecimal()):
         parsed = fs.parse("%s/gids/%d" % (pbase, index), P.parse_gid)
         if parsed is None or parsed[0] == P.ZERO_GID:
             continue
@@ -406,8 +429,13 @@ def _kernel(fs, online):
     thp_enabled = fs.parse("sys/kernel/mm/transparent_hugepage/enabled", P.parse_bracketed)
     thp_defrag = fs.parse("sys/kernel/mm/transparent_hugepage/defrag", P.parse_bracketed)
     raw = fs.read("proc/cmdline")
+    if raw is not None and "\x00" in raw:
+        # /proc/cmdline is one line of text; NUL bytes are a binary file (a /proc/<pid>/cmdline copied
+        # in its place, a corrupt capture): no parameter read from it would be true
+        fs.problem("proc/cmdline", "invalid", "binary content (NUL bytes) where text was expected")
+        raw = None
     counts, not_perf, without = {}, [], []
-    for cpu in online:
+    for cpu in online or []:
         gov = fs.read("%s/cpu%d/cpufreq/scaling_governor" % (CPU, cpu), optional=True)
         if gov is None:
             without.append(cpu)
@@ -415,8 +443,8 @@ def _kernel(fs, online):
         counts[gov] = counts.get(gov, 0) + 1
         if gov != "performance":
             not_perf.append(cpu)
-    units = fs.listdir("sys/class/iommu")
-    groups = fs.listdir("sys/kernel/iommu_groups")
+    units = _folder(fs, "sys/class/iommu")
+    groups = _folder(fs, "sys/kernel/iommu_groups")
     return {
         "release": fs.read("proc/sys/kernel/osrelease"),
         "boot_id": fs.read("proc/sys/kernel/random/boot_id", optional=True),
@@ -424,14 +452,20 @@ def _kernel(fs, online):
         "thp": {"enabled": thp_enabled, "defrag": thp_defrag},
         "numa_balancing": fs.parse("proc/sys/kernel/numa_balancing", P.parse_int),
         "hugepages": _hugepages(fs, "sys/kernel/mm/hugepages"),
-        "governor": {"counts": counts, "not_performance": not_perf, "without_cpufreq": without},
-        "iommu": {"active": bool(units) and bool(groups), "units": units, "groups": len(groups)},
+        "governor": None if online is None else {"counts": counts, "not_performance": not_perf, "without_cpufreq": without},
+        # None: a folder that could not be listed is no evidence of an IOMMU on or off
+        "iommu": None if units is None or groups is None else {
+            "active": bool(units) and bool(groups), "units": units, "groups": len(groups)},
         "kvm": fs.exists("dev/kvm"),
     }
 
 
 def _nvidia(fs, gpus, nvswitches, gpu_info):
     loaded = fs.isdir("sys/module/nvidia")
+    if not loaded and fs.exists("sys/module/nvidia"):
+        # there, but not a folder we can enter (a symlink loop): loaded or not is unknown
+        fs.entries("sys/module/nvidia")
+        loaded = None
     module_version = fs.parse("sys/module/nvidia/version", P.parse_version, optional=not loaded)
     proc_version = fs.parse("proc/driver/nvidia/version", P.parse_nvidia_proc_version, optional=not loaded)
     per_gpu = []
@@ -454,8 +488,12 @@ def _nvidia(fs, gpus, nvswitches, gpu_info):
 
 
 def _nvme(fs):
+    """NVMe controllers; [] when the class is absent, None when it cannot be listed."""
+    names = _folder(fs, "sys/class/nvme")
+    if names is None:
+        return None
     out = []
-    for name in fs.listdir("sys/class/nvme"):
+    for name in names:
         base = "sys/class/nvme/" + name
         out.append({
             "name": name,

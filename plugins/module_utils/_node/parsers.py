@@ -34,7 +34,7 @@ def natural_key(text):
     """
     key = _NATURAL_CACHE.get(text)
     if key is None:
-        key = tuple(int(p) if p.isdigit() else p for p in _DIGITS.split(text or ""))
+        key = tuple(int(p) if p.isdecimal() else p for p in _DIGITS.split(text or ""))
         _NATURAL_CACHE[text] = key
     return key
 
@@ -391,7 +391,7 @@ def ipv4_int(text):
     """'10.64.0.5' -> its integer, None when it is no dotted quad (stdlib only: the gate reads it on
     nodes, where netaddr is seldom installed; the RoCE planner parses its subnets with it too)."""
     parts = str(text).strip().split(".")
-    if len(parts) != 4 or not all(p.isdigit() and len(p) <= 3 and int(p) <= 255 for p in parts):
+    if len(parts) != 4 or not all(p.isdecimal() and len(p) <= 3 and int(p) <= 255 for p in parts):
         return None
     return int(parts[0]) << 24 | int(parts[1]) << 16 | int(parts[2]) << 8 | int(parts[3])
 

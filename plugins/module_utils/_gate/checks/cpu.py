@@ -30,7 +30,8 @@ def _smt(ctx):
        "cpufreq governor performance on every CPU (cpupower frequency-set -g performance, persisted); BIOS: OS-controlled P-states")
 def _governor(ctx):
     want = ctx.desired("governor", "cpu.governor")
-    gov = ctx.need((ctx.facts.get("kernel") or {}).get("governor"), ["sys/devices/system/cpu/cpu*/cpufreq/*"])
+    gov = ctx.need((ctx.facts.get("kernel") or {}).get("governor"),
+                   ["sys/devices/system/cpu/cpu*/cpufreq/*", "sys/devices/system/cpu", "sys/devices/system/cpu/online"])
     counts = gov.get("counts") or {}
     without = gov.get("without_cpufreq") or []
     if not counts:

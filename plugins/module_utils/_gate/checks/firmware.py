@@ -7,15 +7,16 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufleet.provision.plugins.module_utils._gate.framework import Skip, outcome, registrar
-from ansible_collections.gpufleet.provision.plugins.module_utils._gate.parsers.packages import version_key
+from ansible_collections.gpufleet.provision.plugins.module_utils._devices import firmware as _fw
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate.framework import CheckError, Skip, outcome, registrar
 
 
 CHECKS = []
 check = registrar(CHECKS)
 
 
-def _firmware(ctx, items, minimums, label):
+def _firmware(ctx, items, minimums, label, where):
+    """``where``: the sysfs path of a device's version, by name (an unparsable version is an error naming it)."""
     failures, observed, matched = [], {}, 0
     for name, keys, version in items:
         key = next((k for k in minimums if any(x and x.startswith(k) for x in keys)), None)
@@ -25,7 +26,12 @@ def _firmware(ctx, items, minimums, label):
         matched += 1
         if version is None:
             raise ctx.no_data(["*%s*" % name], "%s firmware version" % name)
-        if version_key(version) < version_key(minimums[key]):
+        try:
+            low = _fw.below(version, minimums[key], "%s (%s)" % (name, where % name))
+        except _fw.FirmwareError as exc:
+            # unreadable is not a measured value: letters alone would sort above every number and pass
+            raise CheckError(str(exc))
+        if low:
             failures.append("%s (%s) firmware %s < %s" % (name, key, version, minimums[key]))
     if not matched:
         raise Skip("no data: no %s matches the profile's models (%s)" % (label, ", ".join(sorted(minimums))))
@@ -38,7 +44,7 @@ def _fw_nic(ctx):
     want = ctx.want("firmware", "nic")
     nics = ctx.need(ctx.facts.get("nics"), ["sys/class/infiniband*"])
     items = [(n.get("name"), (n.get("hca_type"), n.get("board_id")), n.get("fw_ver")) for n in nics if n.get("role") != "vf"]
-    return _firmware(ctx, items, want, "NIC")
+    return _firmware(ctx, items, want, "NIC", "sys/class/infiniband/%s/fw_ver")
 
 
 @check("firmware.nvme", "NVMe firmware below the fleet minimum: known data-loss/timeout bugs come back",
@@ -47,4 +53,4 @@ def _fw_nvme(ctx):
     want = ctx.want("firmware", "nvme")
     drives = ctx.need(ctx.facts.get("nvme"), ["sys/class/nvme*"])
     items = [(d.get("name"), (d.get("model"),), d.get("firmware")) for d in drives]
-    return _firmware(ctx, items, want, "NVMe drive")
+    return _firmware(ctx, items, want, "NVMe drive", "sys/class/nvme/%s/firmware_rev")

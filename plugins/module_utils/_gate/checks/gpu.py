@@ -10,7 +10,7 @@ __metaclass__ = type
 import re
 
 from ansible_collections.gpufleet.provision.plugins.module_utils._desired import drivers
-from ansible_collections.gpufleet.provision.plugins.module_utils._gate.framework import NotAsked, Skip, outcome, registrar
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate.framework import CheckError, NotAsked, Skip, outcome, registrar
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.parsers.kernel_log import XID_MEANING, parse_xids
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.parsers.nvidia_smi import (
     parse_fabric_state, parse_gpu_link, parse_nvlink_status, parse_query, section)
@@ -64,6 +64,12 @@ def _gpu_count(ctx):
         raise Skip("not in profile (gpu.count, gpu.model, gpu.device_id)")
     gpus = ctx.need(ctx.facts.get("gpus"), ["sys/bus/pci/devices*"])
     failures = []
+    if want.get("count") is not None and len(gpus) < want["count"]:
+        # a device whose vendor or class could not be read is not known to be no GPU: "7 GPUs" would
+        # be a count made up from what could not be read
+        unread = ctx.no_data(["sys/bus/pci/devices/*/vendor", "sys/bus/pci/devices/*/class"])
+        if isinstance(unread, CheckError):
+            raise unread
     if want.get("count") is not None and len(gpus) != want["count"]:
         failures.append("%d GPUs, expected %d" % (len(gpus), want["count"]))
     for gpu in gpus:
@@ -192,7 +198,7 @@ def _fabricmanager(ctx):
         unknown.append(str(exc).replace("no data: ", "", 1))
         states = None
     if states is not None:
-        observed["fabric"] = sorted(set(s.get("State") for s in states.values()))
+        observed["fabric"] = sorted(set(str(s.get("State")) for s in states.values()))   # a block without State: "None"
         # No Fabric block (drivers before it, a stand-in nvidia-smi), or a state the GPU generation
         # does not report (A100 HGX: "N/A"; PCIe cards: "Not Supported"): unknown, not bad.
         unreported = [g for g, s in sorted(states.items()) if s.get("State") in _FABRIC_UNREPORTED]

@@ -62,6 +62,11 @@ def _scoped_nics(ctx):
     return chosen
 
 
+def _ports(ctx, nic):
+    """The NIC's ports; an error naming the folder when it could not be listed (facts: None)."""
+    return ctx.need(nic.get("ports"), ["sys/class/infiniband/%s/ports" % nic.get("name")], "%s ports" % nic.get("name"))
+
+
 @check("ib.ports", "an IB port down or at the wrong rate/link layer: collectives use fewer rails or fall back to TCP",
        "check cable/transceiver and switch port (ibstat, the leaf's port counters); link layer: mlxconfig LINK_TYPE_P1")
 def _ib_ports(ctx):
@@ -69,7 +74,7 @@ def _ib_ports(ctx):
     chosen = _scoped_nics(ctx)
     failures, observed = [], {}
     for nic in chosen:
-        for port in nic.get("ports") or []:
+        for port in _ports(ctx, nic):
             name = "%s/%s" % (nic.get("name"), port.get("port"))
             base = "sys/class/infiniband/%s/ports/%s/" % (nic.get("name"), port.get("port"))
             observed[name] = "%s %s %s" % (port.get("state"), port.get("rate"), port.get("link_layer"))
@@ -100,7 +105,7 @@ def _ib_counters(ctx):
     chosen = _scoped_nics(ctx)
     failures, observed = [], {}
     for nic in chosen:
-        for port in nic.get("ports") or []:
+        for port in _ports(ctx, nic):
             name = "%s/%s" % (nic.get("name"), port.get("port"))
             base = "sys/class/infiniband/%s/ports/%s/counters" % (nic.get("name"), port.get("port"))
             counters = ctx.need(port.get("counters"), [base, base + "/*"], "%s counters folder" % base)

@@ -10,7 +10,8 @@ __metaclass__ = type
 import fnmatch
 
 from ansible_collections.gpufleet.provision.plugins.module_utils._desired import drivers
-from ansible_collections.gpufleet.provision.plugins.module_utils._gate.framework import outcome, registrar
+from ansible_collections.gpufleet.provision.plugins.module_utils._desired.registry import DesiredError
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate.framework import CheckError, outcome, registrar
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.parsers.packages import parse_versionlock
 from ansible_collections.gpufleet.provision.plugins.module_utils._os import image as _image_os
 
@@ -25,8 +26,11 @@ check = registrar(CHECKS)
 def _held(ctx):
     # what the roles hold: the profile's packages.held plus every pin of the kernel, driver and OFED
     # roles (_desired.held_packages), so a pinned package that drifts is caught even when unlisted
-    want = drivers.held_expected(ctx.profile, (ctx.facts.get("os") or {}).get("ID"),
-                                 (ctx.facts.get("nvidia") or {}).get("nvswitch_present"))
+    try:
+        want = drivers.held_expected(ctx.profile, (ctx.facts.get("os") or {}).get("ID"),
+                                     (ctx.facts.get("nvidia") or {}).get("nvswitch_present"))
+    except DesiredError as exc:
+        raise CheckError("profile: %s" % exc)   # as ctx.desired says it: the profile contradicts itself
     if not want:
         ctx.want("packages", "held")
     if ctx.outputs.get("apt_mark_showhold") is None and ctx.outputs.get("dnf_versionlock") is not None:

@@ -47,10 +47,10 @@ def parse_nvbandwidth(text):
                 name = None
             continue
         if columns is None:
-            if all(f.isdigit() for f in fields):
+            if all(f.isdecimal() for f in fields):
                 columns = len(fields)
             continue
-        if not fields[0].isdigit():
+        if not fields[0].isdecimal():
             continue
         values = fields[1:]
         if len(values) != columns:
@@ -131,7 +131,7 @@ def parse_nccl_tests(text):
                 avg = float(match.group(1))
             continue
         fields = stripped.split()
-        if header and fields and fields[0].isdigit() and len(fields) >= header.index("busbw") + 1:
+        if header and fields and fields[0].isdecimal() and len(fields) >= header.index("busbw") + 1:
             try:
                 rows.append((int(fields[0]), float(fields[header.index("busbw")]),
                              fields[header.index("#wrong")] if "#wrong" in header else "0"))
@@ -143,7 +143,7 @@ def parse_nccl_tests(text):
     if rows:
         size, busbw, _wrong = max(rows)
         out.update(busbw_gbps=busbw, size=size)
-        out["wrong"] = sum(int(w) for _s, _b, w in rows if w.isdigit())
+        out["wrong"] = sum(int(w) for _s, _b, w in rows if w.isdecimal())
     return out
 
 
@@ -175,7 +175,7 @@ def parse_ib_write_bw(text):
                 raise ValueError("ib_write_bw reports %s: run it with --report_gbits" % names[column])
             continue
         fields = line.split()
-        if column is not None and fields and fields[0].isdigit() and len(fields) > column:
+        if column is not None and fields and fields[0].isdecimal() and len(fields) > column:
             try:
                 out[section] = float(fields[column])
             except ValueError:

@@ -10,6 +10,15 @@ __metaclass__ = type
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.parsers.jsondoc import json_after_text
 
 
+def _dicts(value, key):
+    """The list of mappings under ``key`` ([] when absent); ValueError naming the key otherwise."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise ValueError("%r: expected a list of objects, got %s" % (key, str(value)[:80]))
+    return value
+
+
 def parse_dcgm_diag(text):
     """``dcgmi diag -r 1 -j`` -> {"version", "results": [{"category", "test", "gpus", "status", "info"}]}.
 
@@ -30,11 +39,12 @@ def parse_dcgm_diag(text):
     if top.get("runtime_error"):
         raise ValueError("dcgmi runtime error: %s" % top["runtime_error"])
     results = []
-    for category in top.get("test_categories") or []:
-        for test in category.get("tests") or []:
-            for result in test.get("results") or []:
+    for category in _dicts(top.get("test_categories"), "test_categories"):
+        for test in _dicts(category.get("tests"), "tests"):
+            for result in _dicts(test.get("results"), "results"):
                 gpus = result.get("gpu_ids", result.get("gpu_id"))
                 warnings = result.get("warnings") or []
+                warnings = warnings if isinstance(warnings, list) else [warnings]
                 text_of = [w.get("warning") if isinstance(w, dict) else str(w) for w in warnings]
                 results.append({"category": category.get("category"), "test": test.get("name"),
                                 "gpus": None if gpus is None else str(gpus), "status": str(result.get("status", "")).lower(),

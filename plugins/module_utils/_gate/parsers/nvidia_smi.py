@@ -126,7 +126,7 @@ def parse_query(text):
         if stack is None:
             if key == "Driver Version":
                 out["driver_version"] = value
-            elif key == "Attached GPUs" and value.isdigit():
+            elif key == "Attached GPUs" and value.isdecimal():
                 out["attached"] = int(value)
             continue
         if indent == 0:

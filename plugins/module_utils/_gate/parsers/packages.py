@@ -10,11 +10,6 @@ __metaclass__ = type
 import re
 
 
-def version_key(text):
-    """``28.39.1002`` -> [(0, 28), (0, 39), (0, 1002)]; letters sort after numbers (``MPK7525Q``)."""
-    return [(0, int(t)) if t.isdigit() else (1, t) for t in re.findall(r"\d+|[A-Za-z]+", text or "")]
-
-
 def upstream_version(version):
     """Debian ``1:550.90.07-0ubuntu1`` -> "550.90.07"; RPM versions (no revision) unchanged."""
     version = version.split(":", 1)[-1]

@@ -18,6 +18,7 @@ from ansible_collections.gpufleet.provision.plugins.module_utils._gate.parsers i
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.parsers import nccl
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.parsers import nvidia_smi
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.parsers import ofed
+from ansible_collections.gpufleet.provision.plugins.module_utils._devices import firmware as fw
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate.parsers import packages as pkgparse
 
 ACS_OFF = dict((k, False) for k in ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans"))
@@ -454,7 +455,7 @@ def test_parsers_on_captured_output_shapes():
     fabric = nvidia_smi.parse_fabric_state(nvidia_smi_q(sample_facts(), "In Progress"))
     assert len(fabric) == 8 and set(s["State"] for s in fabric.values()) == {"In Progress"}
     assert pkgparse.upstream_version("1:550.90.07-0ubuntu0.22.04.1") == "550.90.07"
-    assert pkgparse.version_key("28.39.1002") > pkgparse.version_key("28.9.9999")
+    assert fw.version_key("28.39.1002") > fw.version_key("28.9.9999")
 
 
 def test_fabric_state_unknown_without_fabric_block_is_no_data_not_a_pass():

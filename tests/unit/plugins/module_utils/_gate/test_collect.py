@@ -141,7 +141,7 @@ def test_services_ask_systemd_per_unit_once():
 
 def test_a_probe_script_that_cannot_be_written_is_an_error_naming_the_path(tmp_path):
     missing = tmp_path / "gone"
-    with pytest.raises(ProfileError, match="probe script: cannot write %s/gpufleet_probe.py on the node: " % missing):
+    with pytest.raises(ProfileError, match="probe script: %s/gpufleet_probe.py: cannot write " % missing):
         collect.write_probe_script("print(1)\n", str(missing))
     assert collect.write_probe_script("", str(tmp_path)) is None
     path = collect.write_probe_script("print(1)\n", str(tmp_path))
