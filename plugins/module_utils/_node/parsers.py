@@ -22,8 +22,8 @@ IB_ERROR_COUNTERS = ("symbol_error", "link_error_recovery", "link_downed", "port
                      "port_xmit_constraint_errors", "port_rcv_constraint_errors", "local_link_integrity_errors",
                      "excessive_buffer_overrun_errors", "VL15_dropped")
 
-_RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
-_DIGITS = re.compile(r"(\d+)")
+_RANGE = re.compile(r"^([0-9]+)(?:-([0-9]+))?$")
+_DIGITS = re.compile(r"([0-9]+)")
 _NATURAL_CACHE = {}
 
 
@@ -39,7 +39,7 @@ def natural_key(text):
     return key
 
 
-_TRAILING_NUM_RE = re.compile(r"^(.*?)(\d+)$")
+_TRAILING_NUM_RE = re.compile(r"^(.*?)([0-9]+)$")
 
 
 def hostlist(names):
@@ -140,7 +140,7 @@ def parse_node_meminfo(text):
     """``Node 0 MemTotal:       121634816 kB`` lines -> {"MemTotal": 121634816, ...} (kB or counts)."""
     out = {}
     for line in text.splitlines():
-        match = re.match(r"^Node\s+\d+\s+(\S+):\s+(\d+)(?:\s+kB)?\s*$", line)
+        match = re.match(r"^Node\s+[0-9]+\s+(\S+):\s+([0-9]+)(?:\s+kB)?\s*$", line)
         if match:
             out[match.group(1)] = int(match.group(2))
     if "MemTotal" not in out:
@@ -152,7 +152,7 @@ def parse_meminfo(text):
     """``MemTotal:       1056534920 kB`` lines -> {"MemTotal": 1056534920, ...}."""
     out = {}
     for line in text.splitlines():
-        match = re.match(r"^(\S+):\s+(\d+)(?:\s+kB)?\s*$", line)
+        match = re.match(r"^(\S+):\s+([0-9]+)(?:\s+kB)?\s*$", line)
         if match:
             out[match.group(1)] = int(match.group(2))
     if not out:
@@ -192,7 +192,7 @@ def parse_cpuinfo(text):
 
 def parse_ib_state(text):
     """``4: ACTIVE`` -> (4, "ACTIVE"); ``5: LinkUp`` -> (5, "LinkUp")."""
-    match = re.match(r"^(\d+):\s*(\S+)$", text.strip())
+    match = re.match(r"^([0-9]+):\s*(\S+)$", text.strip())
     if not match:
         raise ValueError("expected 'N: NAME'")
     return int(match.group(1)), match.group(2)
@@ -200,7 +200,7 @@ def parse_ib_state(text):
 
 def parse_ib_rate(text):
     """``400 Gb/sec (4X NDR)`` -> 400.0; ``2.5 Gb/sec (1X SDR)`` -> 2.5."""
-    match = re.match(r"^(\d+(?:\.\d+)?)\s+Gb/sec\b", text.strip())
+    match = re.match(r"^([0-9]+(?:\.[0-9]+)?)\s+Gb/sec\b", text.strip())
     if not match:
         raise ValueError("expected '<N> Gb/sec ...'")
     return float(match.group(1))
@@ -294,7 +294,7 @@ def parse_nvidia_proc_version(text):
 
     Also the open kernel module: ``NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  550.90.07  Release Build ...``.
     """
-    match = re.search(r"NVRM version:.*?Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)\b", text)
+    match = re.search(r"NVRM version:.*?Kernel Module(?: for \S+)?\s+([0-9]+\.[0-9]+(?:\.[0-9]+)?)\b", text)
     if not match:
         raise ValueError("no 'NVRM version: ... Kernel Module <version>'")
     return match.group(1)
@@ -303,7 +303,7 @@ def parse_nvidia_proc_version(text):
 def parse_version(text):
     """``550.90.07`` -> "550.90.07" (a dotted version on one line)."""
     text = text.strip()
-    if not re.match(r"^\d+(?:\.\d+)+$", text):
+    if not re.match(r"^[0-9]+(?:\.[0-9]+)+$", text):
         raise ValueError("not a dotted version")
     return text
 
@@ -391,7 +391,8 @@ def ipv4_int(text):
     """'10.64.0.5' -> its integer, None when it is no dotted quad (stdlib only: the gate reads it on
     nodes, where netaddr is seldom installed; the RoCE planner parses its subnets with it too)."""
     parts = str(text).strip().split(".")
-    if len(parts) != 4 or not all(p.isdecimal() and len(p) <= 3 and int(p) <= 255 for p in parts):
+    # ASCII digits only: '١' is decimal to Python and no address to the kernel
+    if len(parts) != 4 or not all(p.isascii() and p.isdecimal() and len(p) <= 3 and int(p) <= 255 for p in parts):
         return None
     return int(parts[0]) << 24 | int(parts[1]) << 16 | int(parts[2]) << 8 | int(parts[3])
 

@@ -129,3 +129,10 @@ def test_any_text_gives_data_or_valueerror(parser, text):
         parser(text)
     except ValueError:
         pass
+
+
+def test_digits_are_ascii_digits_only():
+    # Python's \d and isdecimal() take other scripts' digits; the kernel, Slurm and an IP stack do not
+    assert P.ipv4_int("1.2.3.\u0664") is None and P.ipv4_int("1.2.3.\u00b2") is None
+    assert P.ipv4_int("10.0.0.1") == 167772161
+    assert P.hostlist(["gpu1", "gpu2", "gpu\u0663"]) == "gpu[1-2],gpu\u0663"
