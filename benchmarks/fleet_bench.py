@@ -390,10 +390,11 @@ def figures(job, nodes, events):
 
 # ---- the runs -------------------------------------------------------------------------------
 
-def measure(kind, nodes, pdd, inventory, args, **how):
-    """One job, its figures from the job events, and a progress line."""
+def measure(kind, nodes, pdd, inventory, args, ident=None, **how):
+    """One job, its figures from the job events, and a progress line. ``ident``: the job's artifacts
+    folder (default: kind; a repeated job needs its own, its events would add up)."""
     print("N=%d: %s ..." % (len(nodes), kind), end=" ", flush=True)
-    job = run_job(pdd, kind, inventory, args.forks, **how)
+    job = run_job(pdd, ident or kind, inventory, args.forks, **how)
     events = load_events(job["artifacts"])
     figures(job, nodes, events)
     job["costly_tasks"] = costly_tasks(events)
@@ -412,8 +413,8 @@ def bench_n(work, ref, n, args, profile_bench):
     pairs = []
     for rep in range(args.repeat):
         # ping and the gate in turn: on a shared machine the ratio of a pair holds when the speed drifts
-        ping = measure("ping", nodes, pdd, inventory, args, module="ping", host_pattern="all")
-        gate = measure("gate", nodes, pdd, inventory, args, playbook=os.path.join(REPO, "playbooks", "validate.yml"),
+        ping = measure("ping", nodes, pdd, inventory, args, ident="ping-%d" % rep, module="ping", host_pattern="all")
+        gate = measure("gate", nodes, pdd, inventory, args, ident="gate-%d" % rep, playbook=os.path.join(REPO, "playbooks", "validate.yml"),
                        extravars={"validate_profile": PROFILE,
                                   "validate_report_dir": os.path.join(work, "reports-%d-%d" % (n, rep))})
         pairs.append((gate["cpu_per_node_s"] / ping["cpu_per_node_s"], ping, gate))
