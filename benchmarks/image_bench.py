@@ -3,7 +3,7 @@
 path (a twin started from the image of its profile: BIOS + one reboot + the gate), wall time and
 reboots, on one private lab (issue 26 part 1).
 
-    GPUFLEET_LABTEST_SHIFT=700 GPUFLEET_LABTEST_PREFIX=gpufleet-imgbench- .venv/bin/python benchmarks/image_bench.py
+    GPUFLEET_LABTEST_SHIFT=700 GPUFLEET_LABTEST_PREFIX=gpufleet-imgbench- .venv/bin/python benchmarks/image_bench.py [--loads 1,3]
 
 Brings up the image tests' lab (tests/integration/image/conftest.py: ``builder``, then ``imaged``
 from the image) plus one dirty twin ``live`` (the lab's twin1 faults: SNC and HT off, GRUB and
