@@ -24,11 +24,26 @@ MODULE = "gpufleet.provision.validate_node"
 # (the collection's roles/validate/files, two folders above this plugin's).
 PROBE_SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                             "roles", "validate", "files", probe_runs.SCRIPT_NAME)
+# The validate role's argument spec, checked here when the task asks for it (ROLE_SPEC_VAR): the gate
+# play imports the role with rolespec_validate false, which saves every node a task (a forked worker).
+ROLE_SPEC = os.path.join(os.path.dirname(PROBE_SCRIPT), "..", "meta", "argument_specs.yml")
+ROLE_SPEC_VAR = "__validate_role_spec_check"
+_ROLE_OPTIONS = {}
 
 
 def _read(path):
     with open(path) as handle:
         return handle.read()
+
+
+def _role_options():
+    """The options of the role's main entry point (read once per process)."""
+    if "main" not in _ROLE_OPTIONS:
+        import yaml
+        with open(ROLE_SPEC) as handle:
+            spec = yaml.load(handle, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # nosec B506 - a safe loader
+        _ROLE_OPTIONS["main"] = spec["argument_specs"]["main"]["options"]
+    return _ROLE_OPTIONS["main"]
 
 
 class ActionModule(ActionBase):
@@ -45,6 +60,11 @@ class ActionModule(ActionBase):
         if checked.error_messages:
             return dict(result, failed=True, msg="validate_node: %s" % "; ".join(checked.error_messages))
         own = checked.validated_parameters
+        if task_vars and task_vars.get(ROLE_SPEC_VAR):
+            errors = self._role_arguments(task_vars)
+            if errors:
+                return dict(result, failed=True, argument_errors=errors,
+                            msg="Validation of arguments failed:\n%s" % "\n".join(errors))
         if not args.get("probe_script") and probe_runs.wants_script(args.get("profile"), args.get("probes"), args.get("outputs")):
             try:
                 args["probe_script"] = _read(PROBE_SCRIPT)
@@ -90,6 +110,13 @@ class ActionModule(ActionBase):
             result["msg"] = "%s: %s" % (report.get("node"), "; ".join(
                 "%s %s: %s" % (c["id"], c["status"], c["reason"]) for c in result["red"]))
         return result
+
+    def _role_arguments(self, task_vars):
+        """The role's variables against its spec, as ansible.builtin.validate_argument_spec checks
+        them before the role's first task (templated, role rules) -> the error messages."""
+        options = _role_options()
+        given = self._templar.template(dict((name, task_vars[name]) for name in options if name in task_vars))
+        return ArgumentSpecValidator(options).validate(given, validate_role_argument_spec=True).error_messages
 
     def _sink(self, report, facts, own):
         if not (own["report_dir"] or own["report_url"]):

@@ -37,9 +37,23 @@ from collections import namedtuple
 from ansible_collections.gpufleet.provision.plugins.module_utils._node.parsers import ipv4_int as _ipv4_int
 
 try:
-    import netaddr
-except ImportError:  # pragma: no cover - netaddr is a runtime dependency of the collection (requirements.txt);
-    netaddr = None     # the gate's roce.address check runs on nodes without it: only cidr_merge needs it
+    from importlib.util import find_spec as _find_spec
+except ImportError:  # pragma: no cover - Python 2: netaddr is looked for at its first use only
+    _find_spec = None
+
+
+class _Netaddr(object):
+    """netaddr, imported on its first use: only cidr_merge needs it, and importing it cost every
+    validate_node call (the gate's roce.address check plans on the node) 20-40 ms of CPU."""
+
+    def __getattr__(self, name):
+        import netaddr
+        return getattr(netaddr, name)
+
+
+# netaddr is a runtime dependency of the collection (requirements.txt); the gate's roce.address check
+# runs on nodes without it: None there (found without importing it)
+netaddr = _Netaddr() if _find_spec is None or _find_spec("netaddr") is not None else None
 
 DEFAULT_KEY = "host_index"
 WHERE = "roce.addressing"

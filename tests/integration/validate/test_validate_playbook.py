@@ -194,3 +194,21 @@ def test_bad_profile_stops_with_the_key_named(fleet, tmp_path):
     assert proc.returncode == 2
     assert "profile key kernel.cmdlne: unknown (known: cmdline, grub_sources, packages, release, version)" in proc.stdout
     assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_role_variables_checked_against_the_spec_in_the_gate_call_not_a_task_per_node(fleet):
+    """validate.yml checks the role's argument spec in validate_node's own call: a variable of the
+    wrong type fails every node before its module runs (no report written), naming the variable,
+    and no validation task runs per node."""
+    proc = run(fleet, "-e", "validate_command_timeout=soon", "-e", '{"validate_show_details": "perhaps"}',
+               "--limit", "gpu001,gpu003")
+    assert proc.returncode == 2
+    assert "Validation of arguments failed" in proc.stdout
+    assert "argument 'validate_command_timeout' is of type str and we were unable to convert to int" in proc.stdout
+    assert "argument 'validate_show_details' is of type str and we were unable to convert to bool" in proc.stdout
+    assert recap(proc.stdout)["gpu001"]["failed"] == 1 and recap(proc.stdout)["gpu003"]["failed"] == 1
+    assert not fleet["reports"].exists() or not os.listdir(str(fleet["reports"]))
+    good = run(fleet, "--limit", "gpu001")
+    assert good.returncode == 0, good.stdout[-3000:]
+    assert "Validating arguments against arg spec" not in good.stdout
+    assert recap(good.stdout)["gpu001"]["failed"] == 0

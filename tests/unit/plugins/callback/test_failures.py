@@ -60,3 +60,36 @@ def test_quiet_when_the_summary_ran(capsys):
     cb.v2_runner_on_ok(Result("gpu002", failures.SUMMARY_TASK, {}))
     cb.v2_playbook_on_stats(Stats(failures={"gpu001": 1}))
     assert "gpufleet summary" not in capsys.readouterr().out
+
+
+class Task:
+    def __init__(self, action):
+        self.action = action
+
+
+class Loader:
+    def __init__(self, fail=False):
+        self.calls, self.fail = [], fail
+
+    def get(self, name, class_only=False):
+        self.calls.append((name, class_only))
+        if self.fail:
+            raise ValueError("cannot load %s" % name)
+
+
+def test_the_collections_action_plugins_are_loaded_once_before_their_workers_fork(monkeypatch):
+    actions, lookups = Loader(), Loader()
+    monkeypatch.setattr(failures, "action_loader", actions)
+    monkeypatch.setattr(failures, "lookup_loader", lookups)
+    cb = failures.CallbackModule()
+    for action in ("ansible.builtin.debug", "gpufleet.provision.validate_node", "assert",
+                   "gpufleet.provision.validate_node", "gpufleet.provision.node_facts", None):
+        cb.v2_playbook_on_task_start(Task(action), False)
+    assert actions.calls == [("gpufleet.provision.validate_node", True), ("gpufleet.provision.node_facts", True)]
+    assert lookups.calls == [("gpufleet.provision.profile", True)]
+
+
+def test_a_plugin_that_cannot_be_loaded_is_left_to_its_task(monkeypatch):
+    monkeypatch.setattr(failures, "action_loader", Loader(fail=True))
+    monkeypatch.setattr(failures, "lookup_loader", Loader())
+    failures.CallbackModule().v2_playbook_on_task_start(Task("gpufleet.provision.broken"), False)
