@@ -77,14 +77,24 @@ with open(%(template)r) as handle:
 FACTS = json.loads(TEXT)["facts"]
 head, sep, tail = TEXT.rpartition('"status": "fail"')    # the report's own status: its last key
 TEXT = head + '"status": "@STATUS@"' + tail
-def slots(tokens):
+def minimal_text():
+    # what the fabric reads of the report, nothing else (compact): the floor of any report reading
+    nic_keys = ("name", "node_guid", "node_desc", "rail", "role", "netdevs")
+    nics = [dict([(k, n.get(k)) for k in nic_keys] + [("ports", [{"gids": n["ports"][0].get("gids") or []}])])
+            for n in FACTS["nics"]]
+    facts = {"nics": nics, "netdevs": dict((k, {"speed_mbps": v.get("speed_mbps")}) for k, v in FACTS["netdevs"].items()),
+             "numa": {"nodes": [{"id": n["id"], "cpus": n["cpus"]} for n in FACTS["numa"]["nodes"]]},
+             "pairs": FACTS["pairs"], "cpu": {"siblings": FACTS["cpu"]["siblings"]}}
+    return json.dumps({"facts": facts, "report": {"status": "@STATUS@"}}, sort_keys=True)
+def slots(tokens, text=None):
+    text = TEXT if text is None else text
     pattern = re.compile("|".join(re.escape(t) for t in tokens))
     pieces, names, pos = [], [], 0
-    for m in pattern.finditer(TEXT):
-        pieces.append(TEXT[pos:m.start()])
+    for m in pattern.finditer(text):
+        pieces.append(text[pos:m.start()])
         names.append(m.group())
         pos = m.end()
-    return pieces + [TEXT[pos:]], names
+    return pieces + [text[pos:]], names
 def write_report(folder, host, index, template, values):
     pieces, names = template
     values = dict(values, **{"gpu001": host, "@STATUS@": "fail" if index %% 50 == 49 else "pass"})
@@ -107,7 +117,9 @@ for (host, rail), guid in info["nic"].items():
 with open(os.path.join(%(base)r, "ib.out"), "w") as handle:
     handle.write(fab.text())
 os.makedirs(os.path.join(%(base)r, "ib-reports"))
-template = slots(["gpu001", "@STATUS@"] + [RAILS[r]["node_guid"] for r in sorted(RAILS)])
+os.makedirs(os.path.join(%(base)r, "ib-min"))
+tokens = ["gpu001", "@STATUS@"] + [RAILS[r]["node_guid"] for r in sorted(RAILS)]
+template, small = slots(tokens), slots(tokens, minimal_text())
 hosts = [h for su in sorted(info["hosts"]) for h in info["hosts"][su]]
 for index, host in enumerate(hosts):
     values = {}
@@ -115,6 +127,9 @@ for index, host in enumerate(hosts):
         g = info["nic"][(host, r)]
         values[RAILS[r]["node_guid"]] = ":".join(g[i:i + 4] for i in range(0, 16, 4))
     write_report(os.path.join(%(base)r, "ib-reports"), host, index, template, values)
+    write_report(os.path.join(%(base)r, "ib-min"), host, index, small, values)
+with open(os.path.join(%(base)r, "done"), "w") as handle:
+    handle.write("generated\n")
 """
 
 LLDP = COMMON + r"""
@@ -167,9 +182,12 @@ def folder_mib(path):
 
 
 def generate(base, nodes, reports_dir):
-    """Write the fleet's inputs under base (in children) -> {case: module arguments}."""
-    os.makedirs(base)
-    for code, template in ((IB, "ib"), (LLDP, "roce")):
+    """Write the fleet's inputs under base (in children; kept from an earlier --keep run) -> the cases."""
+    fresh = not os.path.exists(os.path.join(base, "done"))   # written last
+    if fresh:
+        shutil.rmtree(base, ignore_errors=True)
+        os.makedirs(base)
+    for code, template in ((LLDP, "roce"), (IB, "ib")) if fresh else ():
         subprocess.run([sys.executable, "-c", code % {"repo": REPO, "nodes": nodes, "base": base,
                                                        "template": os.path.join(reports_dir, template + ".json")}],
                        check=True, timeout=3600)
@@ -178,6 +196,8 @@ def generate(base, nodes, reports_dir):
     lldp = dict(common, lldp_dir=os.path.join(base, "lldp"), nccl_ib_tc=106)
     return [
         ("ib", "capture only", ib, "%.0f MiB capture" % (os.path.getsize(ib["ibnetdiscover"][0]) / 1048576.0)),
+        ("ib+min", "capture + fabric fields", dict(ib, reports_dir=os.path.join(base, "ib-min")),
+         "%.0f MiB reports: what the fabric reads of each, compact (the floor)" % folder_mib(os.path.join(base, "ib-min"))),
         ("ib+reports", "capture + real reports", dict(ib, reports_dir=os.path.join(base, "ib-reports")),
          "%.0f MiB reports" % folder_mib(os.path.join(base, "ib-reports"))),
         ("lldp", "LLDP + minimal reports", dict(lldp, reports_dir=os.path.join(base, "lldp-min")),
@@ -222,6 +242,8 @@ def goals(case, row, rows):
     """(goal text, ratio text, met) of one row against the rows of the same size."""
     if case == "ib":
         return "reference", "", None
+    if case == "ib+min":
+        return "(no goal: the floor of the next row)", "%.2fx cpu" % (row["cpu"] / rows["ib"]["cpu"]), None
     base = rows["lldp" if case == "lldp+reports" else "ib"]
     if case == "lldp":
         ok = row["cpu"] <= base["cpu"] and row["rss"] <= base["rss"]

@@ -20,6 +20,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import sys
 
 _NIC_KEYS = ("name", "node_guid", "node_desc", "rail", "role", "netdevs", "ports")
 _GID_KEYS = ("index", "type", "ipv4", "ndev")
@@ -53,6 +54,9 @@ def _nic_view(nic):
     if not isinstance(nic, dict):
         return nic
     view = _pick(nic, _NIC_KEYS)
+    for key in ("name", "role"):    # the same few on every host: one string each
+        if isinstance(view.get(key), str):
+            view[key] = sys.intern(view[key])
     ports = view.get("ports")
     if isinstance(ports, list) and ports:
         first = ports[0]        # the model reads the first port's GIDs only
@@ -60,7 +64,9 @@ def _nic_view(nic):
             first = _pick(first, ("gids",))
             gids = first.get("gids")
             if isinstance(gids, list):
-                first["gids"] = [_pick(g, _GID_KEYS) if isinstance(g, dict) else g for g in gids]
+                # of which only RoCE v2 GIDs with an IPv4 address count (hosts.roce_gid_index)
+                first["gids"] = [_pick(g, _GID_KEYS) if isinstance(g, dict) else g for g in gids
+                                 if not isinstance(g, dict) or (g.get("type") == "RoCE v2" and g.get("ipv4"))]
         view["ports"] = [first]
     return view
 

@@ -147,7 +147,8 @@ def test_the_view_keeps_what_the_model_reads_and_nothing_else(unpacked_tree):
     assert sorted(view["facts"]) == ["cpu", "netdevs", "nics", "numa", "pairs"]
     nic = view["facts"]["nics"][0]
     assert sorted(nic) == ["name", "netdevs", "node_desc", "node_guid", "ports", "rail", "role"]
-    assert nic["ports"][0]["gids"][3] == {"index": 3, "type": "RoCE v2", "ipv4": "10.64.0.2", "ndev": "ens21np0"}
+    # of the GID table, the RoCE v2 GIDs with an IPv4 address: the only ones the model counts
+    assert nic["ports"] == [{"gids": [{"index": 3, "type": "RoCE v2", "ipv4": "10.64.0.2", "ndev": "ens21np0"}]}]
     assert view["facts"]["netdevs"]["ens21np0"] == {"speed_mbps": 400000}
     assert view["facts"]["cpu"] == {"siblings": entry["facts"]["cpu"]["siblings"]}
     assert view["facts"]["numa"]["nodes"][0] == {"id": 0, "cpus": entry["facts"]["numa"]["nodes"][0]["cpus"]}
@@ -168,8 +169,9 @@ def test_the_view_keeps_what_the_model_reads_and_nothing_else(unpacked_tree):
     ({"nics": [3, {"name": "mlx5_0", "fw_ver": "28"}], "os": {}}, {"nics": [3, {"name": "mlx5_0"}]}),
     ({"numa": [1], "cpu": "64", "netdevs": [], "pairs": {"x": 1}}, {"numa": [1], "cpu": "64", "netdevs": [], "pairs": {"x": 1}}),
     ({"nics": [{"ports": "p1"}], "numa": {"nodes": "0-3", "distances": {}}}, {"nics": [{"ports": "p1"}], "numa": {"nodes": "0-3"}}),
-    ({"nics": [{"ports": [{"gids": [{"index": 1, "gid": "fe80::1"}, "g"], "lid": 3}, {"port": 2}]}]},
-     {"nics": [{"ports": [{"gids": [{"index": 1}, "g"]}]}]}),
+    ({"nics": [{"ports": [{"gids": [{"index": 1, "gid": "fe80::1", "type": "RoCE v2", "ipv4": "10.0.0.1"},
+                                    {"index": 0, "type": "RoCE v2", "ipv4": None}, "g"], "lid": 3}, {"port": 2}]}]},
+     {"nics": [{"ports": [{"gids": [{"index": 1, "type": "RoCE v2", "ipv4": "10.0.0.1"}, "g"]}]}]}),
     ({"netdevs": {"eth0": {"mtu": 9000}, "eth1": None}}, {"netdevs": {"eth0": {}, "eth1": None}}),
 ])
 def test_odd_facts_give_the_model_what_it_would_have_seen(facts, view):
