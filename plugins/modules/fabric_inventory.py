@@ -64,7 +64,9 @@ options:
     description:
       - Folder of gate reports, one C(<inventory_hostname>.json) per host as the validate role writes them
         (an object with C(report) and C(facts)). Read into O(nodes); an entry given in O(nodes) wins.
-      - A file that is not such JSON fails the module, naming the file.
+      - A file that is not such JSON fails the module, naming the file. Of each report only the fields the fabric
+        uses are kept (the gate's status, a few facts per NIC, NUMA, pairs, siblings); one in the layout the validate
+        role writes is read by those members only, any other JSON whole (see docs/fabric.md).
     type: path
   dest:
     description:
