@@ -128,7 +128,13 @@ def read_view(raw, shared):
     data = json.loads(raw.decode("utf-8"))
     if not isinstance(data, dict) or not isinstance(data.get("report"), dict):
         raise NotAReport("expected an object with a `report` object (and `facts`)")
-    return fabric_view(data)
+    view = fabric_view(data)
+    facts = view.get("facts")
+    if isinstance(facts, dict):
+        for key in _SHARED:
+            if key in facts:    # its repr tells values apart as fabric.json would (types, key order)
+                facts[key] = shared.setdefault((key, repr(facts[key])), facts[key])
+    return view
 
 
 def _layout_view(raw, shared):

@@ -160,6 +160,14 @@ def test_the_view_keeps_what_the_model_reads_and_nothing_else(unpacked_tree):
     first, second = reports.read_view(text, shared), reports.read_view(text, shared)
     assert first == view == reports.read_view(json.dumps(entry).encode(), {})
     assert first["facts"]["numa"] is second["facts"]["numa"] and first["facts"]["nics"] is not second["facts"]["nics"]
+    # so are they when read whole, unless they differ as fabric.json would show it (key order, types)
+    compact, other = json.dumps(entry).encode(), copy.deepcopy(entry)
+    other["facts"]["pairs"][0] = dict(reversed(list(other["facts"]["pairs"][0].items())))
+    other["facts"]["cpu"]["siblings"][0][0] = float(other["facts"]["cpu"]["siblings"][0][0])
+    views = [reports.read_view(text, shared) for text in (compact, compact, json.dumps(other).encode())]
+    assert views[0]["facts"]["pairs"] is views[1]["facts"]["pairs"] and views[0]["facts"]["cpu"] is views[1]["facts"]["cpu"]
+    assert views[2]["facts"]["pairs"] is not views[0]["facts"]["pairs"] and views[2]["facts"]["cpu"] is not views[0]["facts"]["cpu"]
+    assert views[2]["facts"]["numa"] is views[0]["facts"]["numa"]
 
 
 @pytest.mark.parametrize("facts,view", [
