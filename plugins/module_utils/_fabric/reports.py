@@ -57,6 +57,8 @@ def _nic_view(nic):
     for key in ("name", "role"):    # the same few on every host: one string each
         if isinstance(view.get(key), str):
             view[key] = sys.intern(view[key])
+    if isinstance(view.get("netdevs"), list):
+        view["netdevs"] = [sys.intern(n) if isinstance(n, str) else n for n in view["netdevs"]]
     ports = view.get("ports")
     if isinstance(ports, list) and ports:
         first = ports[0]        # the model reads the first port's GIDs only
@@ -65,16 +67,41 @@ def _nic_view(nic):
             gids = first.get("gids")
             if isinstance(gids, list):
                 # of which only RoCE v2 GIDs with an IPv4 address count (hosts.roce_gid_index)
-                first["gids"] = [_pick(g, _GID_KEYS) if isinstance(g, dict) else g for g in gids
+                first["gids"] = [_gid_view(g) if isinstance(g, dict) else g for g in gids
                                  if not isinstance(g, dict) or (g.get("type") == "RoCE v2" and g.get("ipv4"))]
         view["ports"] = [first]
+    return view
+
+
+def _gid_view(gid):
+    view = _pick(gid, _GID_KEYS)
+    for key in ("type", "ndev"):
+        if isinstance(view.get(key), str):
+            view[key] = sys.intern(view[key])
     return view
 
 
 def _netdevs_view(netdevs):
     if not isinstance(netdevs, dict):
         return netdevs
-    return dict((k, _pick(v, ("speed_mbps",)) if isinstance(v, dict) else v) for k, v in netdevs.items())
+    return dict((k, _speed(v)) for k, v in netdevs.items())
+
+
+_SPEEDS = {}
+
+
+def _speed(netdev):
+    """{"speed_mbps": n} (one object per speed: the model only reads it), or the value as it is."""
+    if not isinstance(netdev, dict):
+        return netdev
+    if "speed_mbps" not in netdev:
+        return {}
+    speed = netdev["speed_mbps"]
+    if not isinstance(speed, int) or isinstance(speed, bool):
+        return {"speed_mbps": speed}
+    if len(_SPEEDS) > 256:
+        return {"speed_mbps": speed}
+    return _SPEEDS.setdefault(speed, {"speed_mbps": speed})
 
 
 def _numa_view(numa):
