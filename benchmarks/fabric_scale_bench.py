@@ -188,9 +188,8 @@ def generate(base, nodes, reports_dir):
         shutil.rmtree(base, ignore_errors=True)
         os.makedirs(base)
     for code, template in ((LLDP, "roce"), (IB, "ib")) if fresh else ():
-        subprocess.run([sys.executable, "-c", code % {"repo": REPO, "nodes": nodes, "base": base,
-                                                       "template": os.path.join(reports_dir, template + ".json")}],
-                       check=True, timeout=3600)
+        values = {"repo": REPO, "nodes": nodes, "base": base, "template": os.path.join(reports_dir, template + ".json")}
+        subprocess.run([sys.executable, "-c", code % values], check=True, timeout=3600)
     common = {"topology_statuses": ["green", "unknown"]}
     ib = dict(common, ibnetdiscover=[os.path.join(base, "ib.out")])
     lldp = dict(common, lldp_dir=os.path.join(base, "lldp"), nccl_ib_tc=106)
@@ -270,9 +269,9 @@ def run_size(base, nodes, reports_dir, repeat, against):
             old = run_module(against[0], against[1], args, os.path.join(base, "out-rev"), os.path.join(base, case + ".rev.json"))
             differ = sorted(f for f in set(old[2]) | set(runs[0][2]) if old[2].get(f) != runs[0][2].get(f))
             same = same and not differ
-            print("%6s  %-24s %8.2f %9.0f   %s" % ("", "  (the revision's module)", old[0], old[1],
-                                                  "outputs identical, %d files" % len(old[2]) if not differ
-                                                  else "OUTPUTS DIFFER: %s" % ", ".join(differ[:5])))
+            verdict = ("outputs identical, %d files" % len(old[2]) if not differ
+                       else "OUTPUTS DIFFER: %s" % ", ".join(differ[:5]))
+            print("%6s  %-24s %8.2f %9.0f   %s" % ("", "  (the revision's module)", old[0], old[1], verdict))
         sys.stdout.flush()
     return same
 
@@ -290,11 +289,11 @@ def main(argv=None):
         reports_dir = os.path.join(tmp, "templates")
         os.makedirs(reports_dir, exist_ok=True)
         subprocess.run([sys.executable, "-c", REPORTS, REPO, reports_dir], check=True, timeout=600)
-        print("real reports: %s" % ", ".join("%s %.0f KB" % (n, os.path.getsize(os.path.join(reports_dir, n + ".json")) / 1000.0)
-                                            for n in ("ib", "roce")))
+        sizes = ["%s %.0f KB" % (n, os.path.getsize(os.path.join(reports_dir, n + ".json")) / 1000.0) for n in ("ib", "roce")]
+        print("real reports: %s" % ", ".join(sizes))
         against = revision(args.against, tmp) if args.against else None
-        print("%6s  %-24s %8s %9s   %-44s %-22s %-8s %s" % ("nodes", "run (x8 rails)", "cpu s", "peak MiB", "goal",
-                                                           "ratio", "", "inputs"))
+        print("%6s  %-24s %8s %9s   %-44s %-22s %-8s %s" % (
+            "nodes", "run (x8 rails)", "cpu s", "peak MiB", "goal", "ratio", "", "inputs"))
         same = True
         for size in [int(s) for s in args.sizes.split(",")]:
             same = run_size(os.path.join(tmp, str(size)), size, reports_dir, args.repeat, against) and same

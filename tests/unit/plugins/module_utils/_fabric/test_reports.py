@@ -205,3 +205,24 @@ def test_a_broken_file_in_the_gate_layout_is_read_whole_and_named_not_json(unpac
     later = text.replace('\n        "status": "fail"\n    }\n}\n', '\n        "status": "fail",\n        "zz": 1\n    }\n}\n')
     assert later != text and reports._layout_view(later.encode(), {}) is None
     assert reports.read_view(later.encode(), {}) == reports.fabric_view(entry)
+
+
+def test_a_fifo_among_the_reports_is_an_error_naming_it_and_nothing_is_written(tmp_path):
+    """open() of a FIFO waits for a writer forever: the report is read without waiting, and refused."""
+    fab, _ = ibnetgen.rail_fabric(sus=1, nodes_per_su=2, rails=2)
+    capture = tmp_path / "seg1.out"
+    capture.write_text(fab.text())
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    (folder / "gpu00001.json").write_text(json.dumps({"report": {"status": "pass"}, "facts": {}}))
+    os.mkfifo(str(folder / "gpu00002.json"))
+    path = tmp_path / "args.json"
+    path.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": {"ibnetdiscover": [str(capture)], "reports_dir": str(folder),
+                                                        "dest": str(tmp_path / "out")}}))
+    proc = subprocess.run([sys.executable, MODULE, str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, env=dict(os.environ, PYTHONPATH=os.path.join(REPO, ".build")),
+                          timeout=120, check=False)
+    result = json.loads(proc.stdout)
+    assert result["failed"] and "_traceback" not in result and "exception" not in result
+    assert result["msg"] == "gate report %s: cannot read it: not a regular file (a FIFO)" % (folder / "gpu00002.json")
+    assert not (tmp_path / "out").exists()
