@@ -61,9 +61,8 @@ docs: venv link
 ee: build
 	bash .ci/ee.sh
 
-# One scenario per role over the lab's twins (molecule/README.md).
+# Molecule scenarios over the lab's twins (extensions/molecule/README.md).
 molecule: venv link deps
-	$(BIN)/python molecule/_shared/lab.py inventory
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/molecule test --all
 
 # The lab: 4 twin nodes + 4 BMCs on 127.0.0.1 (needs root; docs/lab.md).

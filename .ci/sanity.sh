@@ -16,7 +16,7 @@ mkdir -p "$DEST"
 # Only the collection and its unit tests: the lab harness, benchmarks, fixture archives and the
 # real-component tests are not part of the collection tarball (galaxy.yml build_ignore).
 git ls-files -co --exclude-standard -z | while IFS= read -r -d '' f; do
-  case "$f" in lab/*|benchmarks/*|molecule/*|tests/lab/*|tests/integration/*|tests/fixtures/*|.ci/*|collections/*|playbooks/collections) continue ;; esac
+  case "$f" in lab/*|benchmarks/*|extensions/*|tests/lab/*|tests/integration/*|tests/fixtures/*|.ci/*|collections/*|playbooks/collections) continue ;; esac
   [ -e "$f" ] || [ -L "$f" ] || continue
   mkdir -p "$DEST/$(dirname "$f")"; cp -P "$f" "$DEST/$f"
 done

@@ -3,6 +3,8 @@
 - Makes ``ansible_collections.gpufleet.provision`` importable from this checkout (a symlink under
   .build/, the same one the Makefile and ansible-test use) and the lab harness (``lab.*``).
 - ``unpacked_tree(name)``: unpacks tests/fixtures/trees/<name>.ttar into a temporary folder.
+- ``realdata``: tests/fixtures/realdata, the real captures the tests read (third parties' files whose
+  licence allows redistribution; tests/fixtures/realdata/README.md gives each one's source and licence).
 """
 import os
 import shutil
@@ -15,7 +17,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.path.join(REPO, ".build")
 COLL = os.path.join(BUILD, "ansible_collections", "gpufleet", "provision")
 TREES = os.path.join(REPO, "tests", "fixtures", "trees")
-SHARED = os.path.join(os.path.dirname(REPO), "shared")
+# Real captures made by third parties (same layout as the team's ../shared/realdata, of which it holds
+# the files the tests read and may redistribute).
+REALDATA = os.path.join(REPO, "tests", "fixtures", "realdata")
 
 if not os.path.lexists(COLL):
     os.makedirs(os.path.dirname(COLL), exist_ok=True)
@@ -49,8 +53,5 @@ def unpacked_tree():
 
 @pytest.fixture
 def realdata():
-    """Path of ../shared/realdata, or skip with the reason when this checkout has none beside it."""
-    path = os.path.join(SHARED, "realdata")
-    if not os.path.isdir(path):
-        pytest.skip("../shared/realdata is absent beside this checkout: real captures not available")
-    return path
+    """Path of tests/fixtures/realdata (part of every checkout: never skipped)."""
+    return REALDATA

@@ -100,7 +100,8 @@ class ActionModule(ActionBase):
         if own["report_dir"]:
             paths = gate_reports.plan(own["report_dir"], node, files)
             if self._task.check_mode:
-                status.update((p, "unchanged" if t is None else "would write") for p, t in paths.items())
+                status.update((p, "unchanged" if t is None or isinstance(t, gate_reports.Refresh) else "would write")
+                              for p, t in paths.items())
             else:
                 status.update(gate_reports.write(paths))
         if own["report_url"] and not self._task.check_mode:

@@ -15,6 +15,9 @@ options:
     description:
       - Base URL of the BMC, for example C(https://10.0.0.5) or C(https://bmc01.example.net:8443).
       - Everything else is found by following links from C(/redfish/v1).
+      - A redirect is followed only to the same scheme, host and port (at most 5 times); a redirect
+        or a link to anywhere else (C(http://) from C(https://), another host or port) fails the task
+        naming both URLs, and no credentials are sent there.
     type: str
     required: true
   username:
@@ -33,10 +36,15 @@ options:
     type: bool
     default: true
   ca_path:
-    description: PEM file with the CA certificate(s) that signed the BMC certificate.
+    description:
+      - PEM file with the CA certificate(s) that signed the BMC certificate.
+      - Checked before connecting; a missing file, a folder or a file without a PEM certificate
+        fails the task naming the path.
     type: path
   timeout:
-    description: Seconds to wait for each HTTP answer.
+    description:
+      - Seconds to wait for each HTTP answer (1 to 3600). A BMC that accepts the connection and
+        never answers fails the request after this time (each retry waits again).
     type: int
     default: 30
   retries:
@@ -44,6 +52,7 @@ options:
       - How many times a request is retried after a timeout, a connection error or an HTTP 5xx
         answer (503 included), with exponential backoff (0.5 s, 1 s, 2 s ... at most 16 s; a
         C(Retry-After) header is honoured up to that bound). 4xx answers are never retried.
+      - 0 to 10.
     type: int
     default: 3
   auth:

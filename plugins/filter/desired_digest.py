@@ -8,6 +8,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import datetime
 import hashlib
 import json
 import os
@@ -31,10 +32,24 @@ def collection_digest(top=COLLECTION):
             dirs[:] = sorted(d for d in dirs if d != "__pycache__")
             for name in sorted(f for f in files if not f.endswith((".pyc", ".pyo"))):
                 path = os.path.join(base, name)
-                st = os.stat(path)
-                digest.update(("%s %d %d\n" % (os.path.relpath(path, top), st.st_size, st.st_mtime_ns)).encode("utf-8"))
+                try:
+                    st = os.stat(path)
+                    line = "%s %d %d\n" % (os.path.relpath(path, top), st.st_size, st.st_mtime_ns)
+                except OSError:   # a broken link: its target's appearing later is a change
+                    line = "%s absent\n" % os.path.relpath(path, top)
+                digest.update(line.encode("utf-8", "surrogateescape"))
     _CACHE[top] = "sha256:" + digest.hexdigest()
     return _CACHE[top]
+
+
+def _plain(value):
+    """JSON for what YAML and Jinja give beside JSON's types: dates as ISO text, sets sorted. Anything
+    else (an object whose text is its address) would make a digest that moves on every run."""
+    if isinstance(value, (datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=repr)
+    raise TypeError("%s is not JSON data" % type(value).__name__)
 
 
 def desired_digest(profile, role_vars=None):
@@ -47,8 +62,8 @@ def desired_digest(profile, role_vars=None):
         raise AnsibleFilterError("desired_digest: role_vars must be a mapping of variable names to values, got %r"
                                  % type(role_vars).__name__)
     try:
-        body = json.dumps({"profile": profile, "vars": role_vars or {}}, sort_keys=True, default=str)
-    except (TypeError, ValueError) as exc:
+        body = json.dumps({"profile": profile, "vars": role_vars or {}}, sort_keys=True, default=_plain)
+    except (TypeError, ValueError, RecursionError) as exc:
         raise AnsibleFilterError("desired_digest: the profile or role variables cannot be serialised: %s" % exc)
     digest = hashlib.sha256(body.encode("utf-8"))
     digest.update(collection_digest().encode("ascii"))

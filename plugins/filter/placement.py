@@ -10,6 +10,18 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 
 
+def _count(count):
+    """The node count: a whole number (an int, ASCII digits, or a float without a fraction, as Jinja's
+    arithmetic makes them); the planner then wants it 1 or more."""
+    if isinstance(count, str) and count.strip().isdigit() and count.strip().isascii():
+        return int(count.strip())
+    if isinstance(count, float) and count.is_integer():
+        return int(count)
+    if isinstance(count, bool) or not isinstance(count, int):
+        raise AnsibleFilterError("fabric_place: the node count must be a whole number, got %r" % (count,))
+    return count
+
+
 def fabric_place(doc, count, busy=None, statuses=None):
     """fabric.json, N -> the hosts a topology-aware scheduler should give a job of N nodes."""
     # imported on use: Ansible loads every filter file of the collection in each forked worker that
@@ -21,10 +33,7 @@ def fabric_place(doc, count, busy=None, statuses=None):
         raise AnsibleFilterError("fabric_place: busy must be a list of host names, got %r" % (busy,))
     if statuses is not None and (isinstance(statuses, str) or not isinstance(statuses, (list, tuple))):
         raise AnsibleFilterError("fabric_place: statuses must be a list (green, quarantined, unknown), got %r" % (statuses,))
-    try:
-        count = int(count)
-    except (TypeError, ValueError):
-        raise AnsibleFilterError("fabric_place: the node count must be a number, got %r" % (count,))
+    count = _count(count)
     try:
         return place(doc, count, busy or (), tuple(statuses or ("green",)))
     except FabricError as exc:

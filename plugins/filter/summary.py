@@ -20,8 +20,11 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 
+from collections.abc import Mapping
+
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_text
+from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.gpufleet.provision.plugins.module_utils._node.parsers import hostlist as _hostlist
 
@@ -38,17 +41,55 @@ def _get(hostvars, host, name, default=None):
     return default if value is None else value
 
 
+def _text(hostvars, host, name):
+    """A host's path or URL variable ('' when unset); AnsibleFilterError naming it when it is no text."""
+    value = _get(hostvars, host, name, "") or ""
+    if not isinstance(value, str):
+        raise AnsibleFilterError("run_summary: host %s: %s must be a path or URL, got %s %r"
+                                 % (host, name, type(value).__name__, value))
+    return to_text(value)
+
+
 def _short(text, width=MSG_WIDTH):
     text = " ".join(to_text(text).split())
     return text if len(text) <= width else text[:width - 3] + "..."
 
 
+VERDICTS = ("pass", "fail")
+
+
+def _check_red(where, red):
+    """validate_node's red checks: a list of {id, status, reason, remedy}; AnsibleFilterError naming ``where``."""
+    if not isinstance(red, (list, tuple)):
+        raise AnsibleFilterError("%s: red must be the list of red checks, got %s %r" % (where, type(red).__name__, red))
+    for index, check in enumerate(red):
+        if not isinstance(check, dict) or not isinstance(check.get("id"), str) or not isinstance(check.get("status"), str):
+            raise AnsibleFilterError("%s: red[%d] is not a red check {id, status, reason, remedy}: %r" % (where, index, check))
+
+
+def _verdict(where, result):
+    """A validate_node result with its verdict (status pass or fail) and red checks, checked; None
+    for a task result without one (skipped, failed before the gate); AnsibleFilterError naming
+    ``where`` for anything else."""
+    if not isinstance(result, dict):
+        raise AnsibleFilterError("%s: not a validate_node result: %s %r" % (where, type(result).__name__, result))
+    if not any(key in result for key in ("status", "summary", "red")):
+        if result.get("failed") or result.get("skipped") or result.get("unreachable"):
+            return None
+        raise AnsibleFilterError("%s: not a validate_node result (no status, summary or red checks; keys: %s)"
+                                 % (where, ", ".join(sorted(to_text(k) for k in result)) or "none"))
+    if result.get("status") not in VERDICTS:
+        raise AnsibleFilterError("%s: status %r is no verdict of the gate (pass or fail)" % (where, result.get("status")))
+    _check_red(where, result.get("red") or [])
+    return result
+
+
 def node_state(hostvars, host, active):
     """One node's summary entry from its variables."""
     failure = _get(hostvars, host, "gpufleet_failure")
-    result = _get(hostvars, host, "__validate_result") or {}
+    result = _get(hostvars, host, "__validate_result")
     # validate_node's result: the verdict and the red checks (the whole report only with return_report)
-    report = result if isinstance(result, dict) and "red" in result else None
+    report = _verdict("run_summary: host %s: __validate_result" % host, result) if result is not None else None
     entry = dict(node=host)
     if host not in active:
         failure = failure if isinstance(failure, dict) else {}
@@ -66,14 +107,17 @@ def node_state(hostvars, host, active):
     else:
         entry["status"] = "NOT GATED"
     requests = _get(hostvars, host, "gpufleet_reboot_requests") or []
+    if not isinstance(requests, (list, tuple)):
+        raise AnsibleFilterError("run_summary: host %s: gpufleet_reboot_requests must be a list of {role, reason}, got %s %r"
+                                 % (host, type(requests).__name__, requests))
     entry["reboot_requests"] = [dict(role=to_text(r.get("role", "?")), reason=to_text(r.get("reason", "")))
                                 for r in requests if isinstance(r, dict)]
     rebooted = _get(hostvars, host, "gpufleet_rebooted")
     if rebooted is None:  # reboot role without the shared fact: its registered result
         reboot = _get(hostvars, host, "__reboot_result") or {}
-        rebooted = bool(isinstance(reboot, dict) and reboot.get("rebooted"))
-    entry["rebooted"] = bool(rebooted)
-    entry["reboot_pending"] = bool(_get(hostvars, host, "gpufleet_reboot_required", False)) and not entry["rebooted"]
+        rebooted = isinstance(reboot, dict) and boolean(reboot.get("rebooted", False), strict=False)
+    entry["rebooted"] = boolean(rebooted, strict=False)
+    entry["reboot_pending"] = boolean(_get(hostvars, host, "gpufleet_reboot_required", False), strict=False) and not entry["rebooted"]
     return entry
 
 
@@ -82,7 +126,11 @@ def anomaly_counts(fabric_result):
         return None
     counts = (fabric_result.get("summary") or {}).get("anomalies") if isinstance(fabric_result.get("summary"), dict) else None
     if isinstance(counts, dict):
-        return dict(sorted((to_text(k), int(v)) for k, v in counts.items()))
+        for kind, count in counts.items():
+            if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+                raise AnsibleFilterError("run_summary: __fabric_result summary.anomalies.%s: %r is not a count"
+                                         % (to_text(kind), count))
+        return dict(sorted((to_text(k), v) for k, v in counts.items()))
     if isinstance(fabric_result.get("anomalies"), list):
         out = dict()
         for anomaly in fabric_result["anomalies"]:
@@ -154,8 +202,10 @@ def render(nodes, run):
     if run.get("report_url"):
         where.append("gate reports uploaded to %s" % run["report_url"])
     if run.get("fabric_dest"):
-        where.append("fabric %s/ (fabric.json, topology.conf, topology-block.conf, labels/, nccl/, summary.txt)"
-                     % run["fabric_dest"].rstrip("/"))
+        # labels/<node>.json and nccl/<node>.env exist only with fabric_per_node_files
+        per_node = ", labels/, nccl/" if run.get("per_node_files") else ""
+        where.append("fabric %s/ (fabric.json, topology.conf, topology-block.conf, labels.json, nccl.json%s, summary.txt)"
+                     % (run["fabric_dest"].rstrip("/"), per_node))
     lines.append("Run folder   %s" % ("; ".join(where) if where else "none given (no report sink)"))
     anomalies = run.get("anomalies")
     if anomalies is None:
@@ -169,17 +219,22 @@ def render(nodes, run):
 
 def run_summary(hostvars, nodes, active=None, controller="localhost"):
     """hostvars | run_summary(ansible_play_hosts_all, ansible_play_hosts) -> {lines, stats}."""
-    if not isinstance(nodes, (list, tuple)):
-        raise AnsibleFilterError("run_summary: nodes must be a list of host names, got %r" % (nodes,))
+    if not isinstance(hostvars, Mapping):
+        raise AnsibleFilterError("run_summary: expected hostvars (a mapping of host to its variables), got %s"
+                                 % type(hostvars).__name__)
+    for name, value in (("nodes", nodes), ("active", [] if active is None else active)):
+        if not isinstance(value, (list, tuple)) or not all(isinstance(n, str) for n in value):
+            raise AnsibleFilterError("run_summary: %s must be a list of host names, got %r" % (name, value))
     active = set(nodes if active is None else active)
     names = [to_text(n) for n in nodes
              if not (n == controller and _get(hostvars, n, "__validate_result") is None and _get(hostvars, n, "gpufleet_failure") is None)]
     entries = [node_state(hostvars, n, active) for n in names]
     first = names[0] if names else controller
-    run = {"report_dir": to_text(_get(hostvars, first, "validate_report_dir", "") or ""),
-           "report_url": _safe_url(to_text(_get(hostvars, first, "validate_report_url", "") or "")),
-           "fabric_dest": to_text(_get(hostvars, controller, "fabric_dest", "") or "")
+    run = {"report_dir": _text(hostvars, first, "validate_report_dir"),
+           "report_url": _safe_url(_text(hostvars, first, "validate_report_url")),
+           "fabric_dest": _text(hostvars, controller, "fabric_dest")
            if _get(hostvars, controller, "__fabric_result") is not None else "",
+           "per_node_files": bool(_get(hostvars, controller, "fabric_per_node_files", False)),
            "anomalies": anomaly_counts(_get(hostvars, controller, "__fabric_result"))}
     lines = render(entries, run)
     counts = dict((s, sum(1 for e in entries if e["status"] == s)) for s in ("READY", "QUARANTINED", "FAILED", "NOT GATED"))
@@ -200,9 +255,23 @@ def gate_summary(results, details=True):
     """The validate role's summary of a play: a count, the green nodes as one hostlist, then each
     red node's line and (``details``) one line per red check with its reason and remedy. ``results``:
     validate_node's results (the compact form); anything else in the list is left out."""
+    try:
+        details = boolean(details, strict=True)
+    except TypeError:
+        raise AnsibleFilterError("gate_summary: details must be true or false, got %r" % (details,))
+    if isinstance(results, dict):
+        results = [results[k] for k in sorted(results, key=to_text)]     # by host: the results
     if not isinstance(results, (list, tuple)):
         raise AnsibleFilterError("gate_summary: expected a list of validate_node results, got %s" % type(results).__name__)
-    reported = [r for r in results if isinstance(r, dict) and "summary" in r]
+    reported = []
+    for index, result in enumerate(results):
+        node = result.get("node") if isinstance(result, dict) else None
+        result = _verdict("gate_summary: item %d%s" % (index, " (node %s)" % node if node else ""), result)
+        if result is not None:
+            if not isinstance(result.get("summary"), str) or not isinstance(node, str):
+                raise AnsibleFilterError("gate_summary: item %d: a verdict without its node and summary line: %r"
+                                         % (index, result))
+            reported.append(result)
     green = [r for r in reported if r.get("status") == "pass"]
     red = [r for r in reported if r.get("status") != "pass"]
     lines = ["%d node(s) evaluated: %d green, %d red" % (len(reported), len(green), len(red))]

@@ -7,10 +7,16 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import re
+
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.provision.plugins.module_utils._node import parsers as _parsers
 from ansible_collections.gpufleet.provision.plugins.module_utils._node.parsers import hostlist as _hostlist
+
+
+MAX_NAME = 255
+_NAME_RE = re.compile(r"^[A-Za-z0-9_.:@-]{1,%d}\Z" % MAX_NAME)
 
 
 def _ints(value, what):
@@ -56,7 +62,14 @@ def hostlist(value):
     """['gpu001', 'gpu002', 'gpu004'] -> 'gpu[001-002,004]' (Slurm hostlist expression)."""
     if isinstance(value, str) or not isinstance(value, (list, tuple)):
         raise AnsibleFilterError("hostlist: expected a list of host names, got %r" % (value,))
-    return _hostlist([str(v) for v in value])
+    for name in value:
+        # Slurm reads ASCII host names; a digit of another script would be folded into a range of
+        # ASCII numbers (gpu\u0661 -> gpu[1]), naming another host
+        if not isinstance(name, str) or not _NAME_RE.match(name):
+            raise AnsibleFilterError("hostlist: %r is not a host name (1-%d ASCII letters, digits and -_.:@ characters; "
+                                     "commas and brackets belong to the hostlist syntax)"
+                                     % (name[:80] if isinstance(name, str) else name, MAX_NAME))
+    return _hostlist(list(value))
 
 
 class FilterModule(object):

@@ -65,7 +65,8 @@ from ansible.errors import AnsibleParserError
 from ansible.module_utils.common.text.converters import to_native
 from ansible.plugins.inventory import BaseInventoryPlugin, Constructable
 
-from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.model import DEFAULT_SUSPICIOUS_HOSTNAMES
+from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.common import DEFAULT_SUSPICIOUS_HOSTNAMES, FabricError
+from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.verdicts import check_document
 
 SUPPORTED_SCHEMA = 1
 # Used when fabric.json has no policy (older files); the model's own list wins when present.
@@ -80,12 +81,20 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
         return super(InventoryModule, self).verify_file(path) and path.endswith(("fabric.yml", "fabric.yaml"))
 
     def _read(self, path):
-        """The only I/O: fabric.json -> dict (tests give _populate a dict directly)."""
+        """The only I/O: fabric.json -> dict (tests give _populate a dict directly). Only a regular
+        file is opened (a FIFO would block the inventory forever)."""
+        if os.path.exists(path) and not os.path.isfile(path):
+            raise AnsibleParserError("fabric inventory %s: cannot read it: not a regular file" % path)
         try:
-            with open(path) as handle:
-                return json.load(handle)
+            with open(path, "rb") as handle:
+                data = handle.read()
         except (IOError, OSError) as exc:
             raise AnsibleParserError("fabric inventory %s: cannot read it: %s" % (path, to_native(exc)))
+        if not data.strip():
+            raise AnsibleParserError("fabric inventory %s: empty (%d bytes): not a fabric.json written by "
+                                     "gpufleet.provision.fabric_inventory" % (path, len(data)))
+        try:
+            return json.loads(data.decode("utf-8"))
         except ValueError as exc:
             raise AnsibleParserError("fabric inventory %s: not JSON: %s" % (path, to_native(exc)))
 
@@ -101,9 +110,11 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
         return self.inventory.add_group(self._sanitize_group_name(self.get_option("group_prefix") + name))
 
     def _populate(self, doc, source="fabric.json"):
-        if not isinstance(doc, dict) or doc.get("schema") != SUPPORTED_SCHEMA or not isinstance(doc.get("nodes"), dict):
-            raise AnsibleParserError("fabric inventory %s: expected fabric.json schema %d with a `nodes` object, got schema %r"
-                                     % (source, SUPPORTED_SCHEMA, doc.get("schema") if isinstance(doc, dict) else None))
+        try:
+            check_document(doc)
+        except FabricError as exc:
+            raise AnsibleParserError("fabric inventory %s: expected fabric.json schema %d with a `nodes` object: %s"
+                                     % (source, SUPPORTED_SCHEMA, exc))
         statuses = set(self.get_option("statuses") or [])
         strict = self.get_option("strict")
         policy = doc.get("policy") if isinstance(doc.get("policy"), dict) else {}
@@ -115,8 +126,8 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
                 kinds_of.setdefault(a["host"], set()).add(a.get("kind"))
         for host in sorted(doc["nodes"]):
             node = doc["nodes"][host]
-            if not isinstance(node, dict):
-                raise AnsibleParserError("fabric inventory %s: node %s is not an object" % (source, host))
+            if not host or any(c.isspace() for c in host):
+                raise AnsibleParserError("fabric inventory %s: node %r is not a host name (empty or with blanks)" % (source, host))
             if host.lower() in default_names or host.split(".")[0].lower() in default_names:
                 self.display.warning("fabric inventory %s: node %r has a default host name; not added as a host" % (source, host))
                 continue

@@ -26,6 +26,9 @@ description:
     C(modprobe) fails) is it a reboot reason, naming why; with the pinned driver not running, the driver's
     own reboot loads it. Check mode predicts the load (C(changed)) and loads nothing.
   - Without O(load_now) and O(peermem_at_boot) nothing is changed.
+  - Every argument is checked first (O(driver_version) an NVIDIA version such as C(550.90.07), not
+    C(latest)); a O(peermem_at_boot) file that is not a regular text file is an error naming it, and
+    the file is changed last, never when the call fails.
 author:
   - gpufleet maintainers (@gpufleet)
 extends_documentation_fragment:
@@ -149,17 +152,17 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpufleet.provision.plugins.module_utils._node.fs import Root, WriteError, atomic_write
 from ansible_collections.gpufleet.provision.plugins.module_utils._os import driver_state as S
+from ansible_collections.gpufleet.provision.plugins.module_utils._os.state import parent_problem
 
 PEERMEM_SYS = "sys/module/nvidia_peermem"
 
 
 def _read(root, rel):
-    try:
-        with open(os.path.join(root, rel)) as handle:
-            return handle.read().strip() or None
-    except (IOError, OSError):
-        return None
+    """Text of a kernel attribute under ``root``, None when absent or not a readable regular file
+    (a FIFO or a folder never blocks the module: fs.Root)."""
+    return Root(root).read(rel, optional=True) or None
 
 
 def _modinfo(module, release, name):
@@ -231,32 +234,31 @@ def _ofed(module, p, kernel, running):
                 changed=False)
 
 
-def _peermem_at_boot(module, path, wanted):
-    """Make the modules-load.d file ``path`` what ``wanted`` asks (not in check mode): (action or None, diff or None)."""
-    try:
-        with open(path) as handle:
-            current = handle.read()
-    except FileNotFoundError:
-        current = None
-    except (IOError, OSError) as exc:
-        module.fail_json(msg="driver_state: %s: cannot be read (%s)" % (path, exc))
+def _peermem_at_boot_plan(path, wanted):
+    """(action or None, diff or None) of the modules-load.d file ``path`` against ``wanted``; in check
+    mode too, the file that is not text or cannot be made is an error naming it."""
+    current = S.read_text_file(path)
     action = S.peermem_at_boot_plan(current, wanted)
-    if action and not module.check_mode:
-        tmp = path + ".gpufleet-tmp"
-        try:
-            if action == "remove":
-                os.unlink(path)
-            else:
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                with open(tmp, "w") as handle:
-                    handle.write(S.PEERMEM_AT_BOOT_TEXT)
-                os.chmod(tmp, 0o644)
-                os.replace(tmp, path)
-        except (IOError, OSError) as exc:
-            module.fail_json(msg="driver_state: %s: cannot %s it (%s)" % (path, action, exc))
+    problem = parent_problem(path) if action == "write" else None
+    if problem:
+        raise S.DriverStateError("%s: cannot be written: %s" % (path, problem))
     diff = {"before": current or "", "after": S.PEERMEM_AT_BOOT_TEXT if wanted else "", "before_header": path,
             "after_header": path} if action else None
     return action, diff
+
+
+def _peermem_at_boot(path, action):
+    """Make the file what ``action`` says (fs.atomic_write: all or nothing)."""
+    try:
+        if action == "remove":
+            os.unlink(path)
+        elif action == "write":
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            atomic_write(path, S.PEERMEM_AT_BOOT_TEXT, mode=0o644)
+    except WriteError as exc:
+        raise S.DriverStateError(str(exc))
+    except (IOError, OSError) as exc:
+        raise S.DriverStateError("%s: cannot %s it (%s)" % (path, action, exc.strerror or exc))
 
 
 def _services(module, names):
@@ -271,6 +273,44 @@ def _services(module, names):
         module.fail_json(msg="driver_state: systemctl show %s failed (exit %d): %s" % (" ".join(units), rc, (err or out).strip()))
     found = S.parse_systemctl_show(out)
     return dict((n, found.get(n, {"enabled": False, "active": False, "sub": None, "file_state": None})) for n in names)
+
+
+def run(module):
+    """The result; the file of O(peermem_at_boot) changed last, only when the call does not fail."""
+    p = module.params
+    S.check_arguments(p)
+    root = p["root"]
+    if not os.path.isdir(root):
+        raise S.DriverStateError("root %s is not a folder" % root)
+    running = _read(root, "proc/sys/kernel/osrelease")
+    kernel = p["kernel_release"] or running
+    if not kernel:
+        raise S.DriverStateError("no kernel_release given and %s unreadable" % os.path.join(root, "proc/sys/kernel/osrelease"))
+    if not p["kernel_release"]:
+        S.check_arguments({"kernel_release": kernel})
+    if module.get_bin_path("modinfo") is None:
+        raise S.DriverStateError("modinfo (kmod) not found on the node")
+    action = diff = None
+    if p["area"] == "nvidia" and p["peermem_at_boot"]:
+        action, diff = _peermem_at_boot_plan(p["peermem_at_boot"], p["peermem"])
+    result = {"kernel_release": kernel, "ofed_release": None, "services": _services(module, p["services"])}
+    result.update((_nvidia if p["area"] == "nvidia" else _ofed)(module, p, kernel, running))
+    result["reboot_required"] = bool(result["reboot_reasons"])
+    if p["area"] == "nvidia":
+        result["peermem_at_boot"] = action
+        result["changed"] = result["changed"] or bool(diff)
+        if diff and module._diff:
+            result["diff"] = diff
+    if result["problems"] and p["fail_on_problems"]:
+        # failing: the modules-load.d file is left as it is (nothing changed before a failure)
+        if p["area"] == "nvidia":
+            result.update(peermem_at_boot=None, changed=bool(result["loaded_now"]))
+            result.pop("diff", None)
+        result["failed_msg"] = "driver_state (%s, kernel %s): %s" % (p["area"], kernel, "; ".join(result["problems"]))
+        return result
+    if action and not module.check_mode:
+        _peermem_at_boot(p["peermem_at_boot"], action)
+    return result
 
 
 def main():
@@ -291,28 +331,13 @@ def main():
         required_if=[("area", "nvidia", ["driver_version"])],
         supports_check_mode=True,
     )
-    p = module.params
-    root = p["root"]
-    if not os.path.isdir(root):
-        module.fail_json(msg="driver_state: root %s is not a folder" % root)
-    running = _read(root, "proc/sys/kernel/osrelease")
-    kernel = p["kernel_release"] or running
-    if not kernel:
-        module.fail_json(msg="driver_state: no kernel_release given and %s unreadable"
-                         % os.path.join(root, "proc/sys/kernel/osrelease"))
-    if module.get_bin_path("modinfo") is None:
-        module.fail_json(msg="driver_state: modinfo (kmod) not found on the node")
-    result = {"kernel_release": kernel, "ofed_release": None, "services": _services(module, p["services"])}
-    result.update((_nvidia if p["area"] == "nvidia" else _ofed)(module, p, kernel, running))
-    result["reboot_required"] = bool(result["reboot_reasons"])
-    if p["area"] == "nvidia":
-        result["peermem_at_boot"], diff = _peermem_at_boot(module, p["peermem_at_boot"], p["peermem"]) if p["peermem_at_boot"] else (None, None)
-        result["changed"] = result["changed"] or bool(diff)
-        if diff and module._diff:
-            result["diff"] = diff
-    if result["problems"] and p["fail_on_problems"]:
-        module.fail_json(msg="driver_state (%s, kernel %s): %s" % (p["area"], kernel, "; ".join(result["problems"])),
-                         **result)
+    try:
+        result = run(module)
+    except S.DriverStateError as exc:
+        module.fail_json(msg="driver_state: %s" % exc)
+    if result.get("failed_msg"):
+        msg = result.pop("failed_msg")
+        module.fail_json(msg=msg, **result)
     module.exit_json(**result)
 
 

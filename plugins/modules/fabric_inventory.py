@@ -31,6 +31,8 @@ options:
   ibnetdiscover:
     description:
       - Paths of C(ibnetdiscover) output files, one per fabric segment.
+      - A file that holds no fabric fails the module, naming the file and why (empty, not text, no switch or HCA
+        records, a truncated record), before anything is written.
     type: list
     elements: path
     default: []
@@ -58,6 +60,8 @@ options:
       - C(pass) makes a node C(green), C(fail) C(quarantined), anything else or no entry C(unknown).
       - Facts map adapters to hosts by GUID (even when the node description was never set), give the
         RDMA device names for NCCL, the rail of each NIC (the GPU it pairs with), and exclude storage NICs.
+      - A value of the wrong type (a list where the facts have a mapping, a rail that is no integer) fails the
+        module, naming the host and the key.
     type: dict
     default: {}
   reports_dir:
@@ -101,6 +105,14 @@ options:
       - A host without a plan has C(roce.addresses) null.
     type: dict
     default: {}
+  allow_shrink:
+    description:
+      - Write a new inventory that has lost more than half of the hosts of the C(fabric.json) already in O(dest)
+        (hosts in the fabric, with an adapter in a capture or LLDP; a host known only from its gate report is lost).
+      - Without it such an inventory (a capture of a segment that was down, the wrong file) fails the module and
+        every file in O(dest) stays as it was; see docs/fabric.md.
+    type: bool
+    default: false
   per_node_files:
     description:
       - Also write one label patch per node under C(labels/) and one NCCL file per node under C(nccl/).
@@ -115,6 +127,8 @@ options:
   block_sizes:
     description:
       - C(BlockSizes) for C(topology-block.conf); omitted when empty (Slurm then uses the base block size).
+      - Positive numbers of nodes, the first the planning base block size and each other one that size times a
+        power of two up to 2^15, as Slurm's C(topology/block) requires; anything else fails the module.
     type: list
     elements: int
     default: []
@@ -218,8 +232,9 @@ from ansible.module_utils.common.text.converters import to_native
 from ansible_collections.gpufleet.provision.plugins.module_utils._fabric import reports as _fabric_reports
 from ansible_collections.gpufleet.provision.plugins.module_utils._fabric import outputs as _fabric_outputs
 from ansible_collections.gpufleet.provision.plugins.module_utils._fabric import model as _fabric
-from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.ibnetdiscover import parse_file
-from ansible_collections.gpufleet.provision.plugins.module_utils._node.fs import Root
+from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.common import check_nodes, check_rail_plans
+from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.ibnetdiscover import capture_problem, parse_file, sniff
+from ansible_collections.gpufleet.provision.plugins.module_utils._node.fs import Root, WriteError
 
 DIFF_LIMIT = 64 * 1024
 
@@ -266,9 +281,14 @@ def read_captures(paths):
     each capture once read, so the peak memory is one capture plus the model, not all captures)."""
     for path in paths:
         try:
-            yield parse_file(path)
+            why = sniff(path)
+            capture = parse_file(path) if why is None else None
+            why = why or capture_problem(path, capture)
         except (IOError, OSError) as exc:
             raise _fabric.FabricError("ibnetdiscover file %s: cannot read it: %s" % (path, to_native(exc)))
+        if why:
+            raise _fabric.FabricError("ibnetdiscover file %s: holds no fabric: %s; nothing written" % (path, why))
+        yield capture
 
 
 def load_lldp_dir(folder):
@@ -342,6 +362,18 @@ def build(params):
     return doc, files, notes
 
 
+def check_params(params):
+    """The options the argument spec cannot check (FabricError naming the option)."""
+    dest = params["dest"]
+    if os.path.exists(dest) and not os.path.isdir(dest):
+        raise _fabric.FabricError("dest %s exists and is not a folder" % dest)
+    if params["samples"] < 0:
+        raise _fabric.FabricError("samples: must be 0 or more, got %d" % params["samples"])
+    _fabric_outputs.check_block_sizes(params["block_sizes"])
+    check_nodes(params["nodes"])
+    check_rail_plans(params["rail_plans"])
+
+
 def samples(doc, per_kind):
     out = []
     seen = {}
@@ -396,6 +428,7 @@ def main():
             nccl_ib_tc=dict(type="int"),
             rail_plans=dict(type="dict", default={}),
             per_node_files=dict(type="bool", default=False),
+            allow_shrink=dict(type="bool", default=False),
             samples=dict(type="int", default=3),
             suspicious_hostnames=dict(type="list", elements="str", default=list(_fabric.DEFAULT_SUSPICIOUS_HOSTNAMES)),
             non_compute_patterns=dict(type="list", elements="str", default=list(_fabric.DEFAULT_NON_COMPUTE_PATTERNS)),
@@ -403,24 +436,22 @@ def main():
         supports_check_mode=True,
     )
     dest = module.params["dest"]
-    changes = []
     try:
-        if os.path.exists(dest) and not os.path.isdir(dest):
-            raise _fabric.FabricError("dest %s exists and is not a folder" % dest)
-        if module.params["samples"] < 0:
-            raise _fabric.FabricError("samples: must be 0 or more, got %d" % module.params["samples"])
+        check_params(module.params)
+        # the hosts of the inventory in place, read before the new one is built (never both in memory)
+        previous, warning = (None, None) if module.params["allow_shrink"] else _fabric_outputs.previous_hosts(dest)
+        if warning:
+            module.warn(warning)
         doc, files, notes = build(module.params)
+        _fabric_outputs.check_shrink(dest, previous, doc, module.params["allow_shrink"])
         if not module.check_mode and not os.path.isdir(dest):
             os.makedirs(dest)
-        changes, stale = _fabric_outputs.plan_files(dest, files, stage=not module.check_mode)
-        if module.check_mode:
-            _fabric_outputs.discard(changes)
-        elif changes or stale:
+        changes, stale = _fabric_outputs.plan_files(dest, files, keep=not module.check_mode)
+        if not module.check_mode and (changes or stale):
             _fabric_outputs.apply_files(dest, changes, stale, files)
     except _fabric.FabricError as exc:
         module.fail_json(msg=to_native(exc))
-    except (IOError, OSError) as exc:
-        _fabric_outputs.discard(changes)
+    except (WriteError, IOError, OSError) as exc:
         module.fail_json(msg="dest %s: cannot write the fabric files: %s" % (dest, to_native(exc)))
     changed_files = [c[0] for c in changes] + stale
     result = dict(

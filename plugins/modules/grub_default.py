@@ -18,6 +18,9 @@ description:
     boots another kernel (an older release is wanted, or C(GRUB_DEFAULT) names another entry), sets
     C(GRUB_DEFAULT) to the release's own menu entry, by ids, in the GRUB source that decides it, and
     regenerates again. Other kernels stay installed and in the menu.
+  - Edits and runs nothing, and fails naming the file and line, when a GRUB source is binary, has a
+    quote never closed or sets C(GRUB_DEFAULT) other than as C(NAME=value); so it does when O(release)
+    is not a kernel release or the program of O(regenerate) is not there (check mode too).
   - Says whether the node needs a reboot from state (next boot's release against C(osrelease) under
     O(hardware_root)), and why.
 author:
@@ -112,9 +115,16 @@ def _regenerate(module):
 
 def run(module):
     p = module.params
+    os_state.check_release(p["release"])
+    problem = os_state.path_problem(p, ("root", "hardware_root", "grub_cfg"))
+    if problem:
+        raise os_state.OsLayerError(problem)
     state = os_state.default_state(p["root"], p["hardware_root"], p["release"], p["grub_cfg"])
     state["predict"] = module.check_mode
     plan = os_state.default_plan(state)
+    if plan["regenerate"] or plan["set_default"]:
+        # before anything is run or edited (and in check mode: it predicts this failure)
+        os_state.check_program(p["regenerate"], lambda name: module.get_bin_path(name, opt_dirs=["/usr/sbin", "/sbin"]))
     before = state["entry"]["release"] if state["entry"] else None
     result = {"changed": plan["regenerate"] or bool(plan["set_default"]), "previous_release": before,
               "next_release": plan["next"], "grub_default": None, "regenerated": plan["regenerate"]}
@@ -126,9 +136,11 @@ def run(module):
             if value is None:
                 raise os_state.OsLayerError("%s has no menu entry for kernel %s after %s" % (
                     p["grub_cfg"], p["release"], " ".join(p["regenerate"])))
-            edits = _grub.set_default(state["sources"], value)
-            for rel, text in edits.items():
-                os_state.write_file(module, Root(p["root"]).join(rel), text)
+            try:
+                edits = _grub.set_default(state["sources"], value)
+            except _grub.GrubError as exc:
+                raise os_state.OsLayerError("%s (from %s)" % (exc, p["grub_cfg"]))
+            os_state.write_sources(Root(p["root"]), edits, state["sources"])
             result["grub_default"] = value
             cfg = _regenerate(module)
             result["regenerated"] = True

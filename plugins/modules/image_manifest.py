@@ -19,7 +19,10 @@ description:
     boots, and a content hash. Rewritten only when the content changed.
   - O(state=compare) changes nothing and says whether the node booted from an image that still is
     what its profile asks, with every pinned package installed at the image's version and held;
-    then C(provision.yml) does no package work (RV(match)).
+    then C(provision.yml) does no package work (RV(match)). A manifest that is not one (not JSON, a JSON
+    list or number, keys of the wrong type, a FIFO or a folder in its place) is a reason, never an error.
+  - With O(state=present) a manifest that is not one is replaced; a folder or a FIFO in its place fails
+    naming it. The manifest is written whole through a temporary file beside it.
 author:
   - gpufleet maintainers (@gpufleet)
 options:
@@ -100,16 +103,22 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.provision.plugins.module_utils._desired import profile as _profile
 from ansible_collections.gpufleet.provision.plugins.module_utils._desired import registry as _desired
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate import collect as _collect
-from ansible_collections.gpufleet.provision.plugins.module_utils._node.fs import Root
+from ansible_collections.gpufleet.provision.plugins.module_utils._node import fs as _fs
 from ansible_collections.gpufleet.provision.plugins.module_utils._os import image as _image
 
 
-def _read(path):
+def _read(root):
+    """(manifest, problem) at ``root``: (None, None) when absent; problem names what is there instead
+    of a manifest (not a regular file, not JSON, not a manifest). Read without blocking (fs.Root)."""
+    data = root.read_bytes(_image.MANIFEST, optional=True)
+    if data is None:
+        return None, (root.problems[0]["detail"] if root.problems else None)
     try:
-        with open(path) as handle:
-            return json.load(handle)
-    except (OSError, ValueError):
-        return None
+        manifest = json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError) as exc:
+        return None, "not JSON (%s)" % str(exc)[:100]
+    problems = _image.shape_problems(manifest)
+    return (None, "not an image manifest (%s)" % "; ".join(problems)) if problems else (manifest, None)
 
 
 def _database(module):
@@ -123,38 +132,65 @@ def _database(module):
     return packages, (holds or "").split() if holds is not None else None
 
 
+def _write(path, manifest):
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        _fs.atomic_write(path, json.dumps(manifest, indent=1, sort_keys=True) + "\n", mode=0o644)
+    except (IOError, OSError) as exc:
+        raise _image.ImageError("%s: cannot write (%s)" % (path, exc.strerror or exc))
+    except _fs.WriteError as exc:
+        raise _image.ImageError(str(exc))
+
+
+def _grub_cfg(root, rel):
+    """The text of the GRUB configuration ("" when absent); ImageError naming it when it cannot be read."""
+    if ".." in rel.split("/"):
+        raise _image.ImageError("grub_cfg %s: .. is not allowed (a path under root)" % rel)
+    cfg = root.read(rel, optional=True)
+    if cfg is None and root.problems:
+        raise _image.ImageError("%s: %s" % (root.join(rel), root.problems[0]["detail"]))
+    return cfg or ""
+
+
+def compare(module, desired, path, old, problem):
+    if problem:
+        return {"changed": False, "match": False, "reasons": ["%s: %s" % (path, problem)], "manifest": None, "path": path}
+    # a node washed live has no manifest: nothing to compare, and its package database is not read
+    try:
+        packages, holds = _database(module) if old else (None, None)
+    except _image.ImageError as exc:
+        return {"changed": False, "match": False, "reasons": [str(exc)], "manifest": None, "path": path}
+    reasons = _image.differences(old, desired, packages, holds)
+    shown = dict((k, v) for k, v in old.items() if k != "packages") if old else None
+    return {"changed": False, "match": not reasons, "reasons": reasons, "manifest": shown, "path": path}
+
+
 def run(module):
     p = module.params
     try:
         desired = _desired.derive("image", _profile.validate(p["profile"]))
     except (_profile.ProfileError, _desired.DesiredError) as exc:
         raise _image.ImageError("profile: %s" % exc)
-    path = Root(p["root"]).join(_image.MANIFEST)
-    old = _read(path)
+    if not desired["profile"]:
+        raise _image.ImageError("profile: it has no name, and the manifest names the profile an image was built from")
+    root = _fs.Root(p["root"])
+    path = root.join(_image.MANIFEST)
+    old, problem = _read(root)
     if p["state"] == "compare":
-        # a node washed live has no manifest: nothing to compare, and its package database is not read
-        try:
-            packages, holds = _database(module) if old else (None, None)
-        except _image.ImageError as exc:
-            return {"changed": False, "match": False, "reasons": [str(exc)], "manifest": None, "path": path}
-        reasons = _image.differences(old, desired, packages, holds)
-        shown = dict((k, v) for k, v in (old or {}).items() if k != "packages") if old else None
-        return {"changed": False, "match": not reasons, "reasons": reasons, "manifest": shown, "path": path}
+        return compare(module, desired, path, old, problem)
+    if problem and not os.path.isfile(path):
+        # a folder or a FIFO where the manifest goes is not overwritten; bad content is (the build writes it)
+        raise _image.ImageError("%s: %s" % (path, problem))
+    cfg = _grub_cfg(_fs.Root(p["root"]), p["grub_cfg"])
     packages, holds = _database(module)
-    cfg = Root(p["root"]).read(p["grub_cfg"], optional=True) or ""
-    new = _image.build(desired, packages, holds, cfg, built=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    new = _image.build(desired, packages, holds, cfg, built=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                       cfg_name=p["grub_cfg"].lstrip("/"))
     if p["rewashed"] and old:
         new["rewashed"] = old.get("content_hash")
         new["content_hash"] = _image.content_hash(new)
     changed = not _image.same_content(old, new)
     if changed and not module.check_mode:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = path + ".tmp"
-        with open(tmp, "w") as handle:
-            json.dump(new, handle, indent=1, sort_keys=True)
-            handle.write("\n")
-        os.chmod(tmp, 0o644)
-        os.rename(tmp, path)
+        _write(path, new)
     shown = dict((k, v) for k, v in new.items() if k != "packages")
     return {"changed": changed, "match": True, "reasons": [], "manifest": shown, "path": path}
 

@@ -19,6 +19,11 @@ description:
     byte for byte, whatever order the parameters are in.
   - Runs O(regenerate) (C(update-grub)) only when a source changed or when the default entry of
     O(grub_cfg) does not give what the sources give (a run interrupted before regenerating).
+  - Edits nothing, and fails naming the file and line, when a source is not one update-grub could
+    source as read here (binary or not UTF-8, a quote never closed, a C(GRUB_CMDLINE_*) line that is
+    not C(NAME=value)), when a parameter is not one word GRUB can carry (blanks, quotes, C($),
+    backticks, backslashes, control characters), or when O(regenerate) is needed and its program is
+    not there. Check mode fails the same. Sources are written all or none.
   - Says whether the node needs a reboot from state, not from C(changed) - the command line the next
     boot gets against C(proc/cmdline) under O(hardware_root), restricted to the parameters it owns -
     and why (O(ignore:reboot_reasons)).
@@ -138,6 +143,9 @@ from ansible_collections.gpufleet.provision.plugins.module_utils._node.fs import
 
 def run(module):
     params = module.params
+    problem = os_state.path_problem(params, ("root", "hardware_root", "grub_cfg"))
+    if problem:
+        raise os_state.OsLayerError(problem)
     try:
         rule = _cmdline.rules(params["required"], params["forbidden"], params["allow_repeated"])
     except _cmdline.CmdlineError as exc:
@@ -160,10 +168,11 @@ def run(module):
         result["diff"].append({"before_header": "kernel command line (GRUB sources)", "after_header": "kernel command line (GRUB sources)",
                                "before": result["cmdline_before"] + "\n", "after": result["cmdline_after"] + "\n"})
     entry = None if regenerate else state["entry"]
+    if regenerate:
+        # before any source is edited (and in check mode: it predicts this failure)
+        os_state.check_program(params["regenerate"], lambda name: module.get_bin_path(name, opt_dirs=["/usr/sbin", "/sbin"]))
     if not module.check_mode:
-        fs = Root(params["root"])
-        for rel, text in sorted(plan["changed"].items()):
-            os_state.write_file(module, fs.join(rel), text)
+        os_state.write_sources(Root(params["root"]), plan["changed"], state["sources"])
         if regenerate:
             rc, out, err = module.run_command(params["regenerate"])
             if rc != 0:

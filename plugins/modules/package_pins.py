@@ -67,6 +67,8 @@ options:
     description:
       - Name of the pin set, one per calling role (for example C(gpufleet-nvidia_driver)). On apt the
         preferences file C(<preferences_dir>/<set_name>.pref) holds exactly this set's pins.
+      - Letters, digits, C(_), C(-) and C(.) (not first), at most 100 - the names apt reads in
+        C(preferences.d). Package names and versions are one word each (no blank or newline).
     type: str
     default: gpufleet
   preferences_dir:

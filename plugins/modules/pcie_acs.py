@@ -63,7 +63,11 @@ options:
     version_added: 0.3.0
     suboptions:
       files:
-        description: The files, each C({path, content, mode, diff}); folders are created (0755).
+        description:
+          - The files, each C({path, content, mode, diff}); folders are created (0755).
+          - Every file is checked before the first write - an absolute path whose folders can be made,
+            an octal mode, nothing but a regular file in its place - and written whole through a
+            temporary file beside it.
         type: list
         elements: dict
         required: true
@@ -81,7 +85,7 @@ options:
         elements: path
         default: []
       unit:
-        description: The systemd unit to enable (its file among O(boot.files)); empty enables nothing.
+        description: The systemd unit to enable (its file among O(boot.files)), a unit name such as C(x.service); empty enables nothing.
         type: str
         default: ""
 extends_documentation_fragment:
@@ -153,11 +157,15 @@ reboot_reasons:
 """
 
 import os
+import re
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.provision.plugins.module_utils._devices import acs
 from ansible_collections.gpufleet.provision.plugins.module_utils._devices import acs_boot
+
+# A unit name as systemctl takes it: never an option (a leading "-") nor a path.
+_UNIT = re.compile(r"^[A-Za-z0-9_@:.\\][A-Za-z0-9_@:.\\-]*\.(service|timer|target|path|socket)$")
 
 
 def _enable(module, unit, reload_first):
@@ -175,16 +183,23 @@ def _enable(module, unit, reload_first):
     return True
 
 
-def boot_unit(module, boot):
-    """(changes, enabled, planned) of the boot unit's files and its enablement; nothing written in check mode."""
-    changes = acs_boot.plan(boot["files"], boot["absent"])
+def plan_boot(module, boot):
+    """The boot unit's file changes, validated (paths, modes, unit name) before anything is written."""
+    unit = boot["unit"]
+    if unit and not _UNIT.match(unit):
+        raise acs_boot.BootError("boot.unit %r: not a systemd unit name (a name such as gpufleet-pcie-acs.service)" % unit)
+    return acs_boot.plan(boot["files"], boot["absent"])
+
+
+def boot_unit(module, boot, changes):
+    """(changes, enabled) of the boot unit's planned files and its enablement; nothing written in check mode."""
     if not module.check_mode:
         acs_boot.apply(changes)
     enabled = False
     if boot["unit"]:
         written = any(c["path"].endswith("/" + boot["unit"]) and c["action"] != "remove" for c in changes)
         enabled = _enable(module, boot["unit"], written)
-    return [{"path": c["path"], "action": c["action"]} for c in changes], enabled, changes
+    return [{"path": c["path"], "action": c["action"]} for c in changes], enabled
 
 
 def set_acs(module):
@@ -230,9 +245,12 @@ def main():
         ),
         supports_check_mode=True,
     )
+    boot = module.params["boot"]
     try:
-        changes, enabled, file_changes = boot_unit(module, module.params["boot"]) if module.params["boot"] else ([], False, [])
+        # the boot files are checked (paths, modes, what is there) before any bridge or file is written
+        file_changes = plan_boot(module, boot) if boot else []
         items = set_acs(module)
+        changes, enabled = boot_unit(module, boot, file_changes) if boot else ([], False)
     except (acs.AcsError, acs_boot.BootError) as exc:
         module.fail_json(msg="pcie_acs (%s): %s" % (module.params["host_mode"], exc))
     changed = [i for i in items if i["change"]]

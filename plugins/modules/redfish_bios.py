@@ -86,7 +86,10 @@ options:
     choices: [fail, warn]
     default: fail
   attributes:
-    description: 'Raw BIOS attributes, vendor names and values, for example C({LogicalProc: Enabled}).'
+    description:
+      - 'Raw BIOS attributes, vendor names and values, for example C({LogicalProc: Enabled}).'
+      - Each value must be a string, a number or a boolean; anything else (null, a list, an object)
+        fails the task before the first request.
     type: dict
   settings:
     description: Portable settings, resolved against this BMC's attribute registry.
@@ -381,7 +384,8 @@ def main():
     )
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True,
                            required_one_of=[("attributes", "settings")])
-    run_module(module, lambda client: run(module, client))
+    run_module(module, lambda client: run(module, client),
+               check=lambda params: _bios.check_input(params["attributes"], params["settings"]))
 
 
 if __name__ == "__main__":

@@ -44,18 +44,20 @@ options:
     type: bool
     default: true
   force_after:
-    description: Seconds to wait for a graceful restart or shutdown before forcing it.
+    description: Seconds to wait for a graceful restart or shutdown before forcing it (0 to 86400).
     type: int
     default: 300
   wait_timeout:
-    description: Seconds to wait in total for the wanted power state.
+    description: Seconds to wait in total for the wanted power state (1 to 86400).
     type: int
     default: 900
   poll_interval:
-    description: Seconds between two reads of C(PowerState).
+    description: Seconds between two reads of C(PowerState) (0.1 to 3600).
     type: float
     default: 2.0
 notes:
+  - Every option is checked before the first request; a value out of range fails the task naming
+    the option, and no reset is posted.
   - A BMC that goes Off and On again faster than O(poll_interval) is not seen Off; the module then
     sends C(ForceRestart) after O(force_after). Keep O(poll_interval) below the server's POST time.
 seealso:
@@ -95,12 +97,8 @@ seconds:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.provision.plugins.module_utils._bmc.power import power_cycle, reset_target
+from ansible_collections.gpufleet.provision.plugins.module_utils._bmc.power import OPTION_RANGES, can_reset, power_cycle, reset_target
 from ansible_collections.gpufleet.provision.plugins.module_utils._bmc.redfish import connection_spec, run_module
-
-
-def can_reset(system):
-    return bool(((system.get("Actions") or {}).get("#ComputerSystem.Reset") or {}).get("target"))
 
 
 def main():
@@ -126,7 +124,7 @@ def main():
         return power_cycle(client, path, system, p["state"], p["graceful"], p["force_after"],
                            p["wait_timeout"], p["poll_interval"])
 
-    run_module(module, work)
+    run_module(module, work, ranges=OPTION_RANGES)
 
 
 if __name__ == "__main__":

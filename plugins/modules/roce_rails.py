@@ -20,6 +20,10 @@ description:
     the RDMA priority, configfs C(rdma_cm) for RDMA-CM's RoCE TOS and GID type. No C(netplan apply) or
     C(ifup): other interfaces are never touched. Nothing needs a reboot."
   - The plan comes from the controller (filter C(gpufleet.provision.rail_addresses)); the node needs no netaddr.
+  - Every rail (interface name of at most 15 bytes, IPv4 address with prefix, MTU, routes) and the QoS
+    (every key of the desired area C(roce_qos), in range) is checked before anything is read, written
+    or run, and an error names the rail, interface, key and value (check mode too). The netplan file is
+    read back as YAML before it replaces the old one; a file the module owns that is no regular file is refused.
 author:
   - gpufleet maintainers (@gpufleet)
 options:
@@ -39,8 +43,8 @@ options:
         description: The planned address with its prefix length (C(10.64.0.2/20)).
         type: str
       mtu:
-        description: The MTU.
-        type: int
+        description: The MTU, a whole number from 68 to 9978.
+        type: raw
       routes:
         description: Routes through the rail's gateway (C(to), C(via)).
         type: list
@@ -150,7 +154,10 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.provision.plugins.module_utils._os import state as _state
+from ansible_collections.gpufleet.provision.plugins.module_utils._node.fs import WriteError, atomic_write
+from ansible_collections.gpufleet.provision.plugins.module_utils._os.state import parent_problem, path_problem
+from ansible_collections.gpufleet.provision.plugins.module_utils._roce import netconf as _netconf
+from ansible_collections.gpufleet.provision.plugins.module_utils._roce import qos as _qos
 from ansible_collections.gpufleet.provision.plugins.module_utils._roce import rails as _rails
 
 
@@ -158,7 +165,7 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             rails=dict(type="list", elements="dict", default=[], options=dict(
-                interface=dict(type="str", required=True), cidr=dict(type="str"), mtu=dict(type="int"),
+                interface=dict(type="str", required=True), cidr=dict(type="str"), mtu=dict(type="raw"),
                 routes=dict(type="list", elements="dict"), rail=dict(type="int"), address=dict(type="str"),
                 prefix=dict(type="int"), subnet=dict(type="str"), gateway=dict(type="str"))),
             interfaces=dict(type="list", elements="str", default=[]),
@@ -174,6 +181,15 @@ def main():
         supports_check_mode=True,
     )
     params = dict(module.params)
+    problem = path_problem(params, ("root", "hardware_root", "ip", "mlnx_qos"))
+    if problem:
+        module.fail_json(msg="roce_rails: %s" % problem)
+    try:   # everything that reaches a file, a path or a command, before anything is read or run
+        params["rails"] = _netconf.check_rails(params["rails"])
+        params["interfaces"] = [_netconf.check_interface(n, "interfaces: interface") for n in params["interfaces"]]
+        params["qos"] = _qos.check_qos(params["qos"])
+    except (_netconf.NetconfError, _qos.QosError) as exc:
+        module.fail_json(msg="roce_rails: %s" % exc)
     needed = [("ip", "iproute2", params["rails"] and params["runtime"]),
               ("mlnx_qos", "MLNX_OFED / DOCA mlnx-tools", params["qos"] is not None and params["runtime"])]
     for name, source, used in needed:
@@ -181,16 +197,31 @@ def main():
         if used and not found:
             module.fail_json(msg="roce_rails: %s not found (%s): it sets the RoCE interfaces at run time" % (params[name], source))
         params[name] = found or params[name]
+    for rel in (_netconf.NETPLAN_FILE, _netconf.IFUPDOWN_FILE, _qos.SCRIPT, _qos.UNIT):
+        # the files this module owns: in check mode too, one that is no regular file (a folder, a
+        # FIFO, a symlink loop) or whose folder cannot be made is refused before anything changes
+        path = os.path.join(params["root"], rel)
+        problem = parent_problem(path)
+        if problem is None and os.path.lexists(path) and not os.path.isfile(path):
+            problem = "not a regular file (a folder, a FIFO, a broken or looping symlink?)"
+        if problem:
+            module.fail_json(msg="roce_rails: %s: %s" % (path, problem))
+    validators = {_netconf.NETPLAN_FILE: _netconf.netplan_validator(params["rails"]),
+                  _netconf.IFUPDOWN_FILE: _netconf.ifupdown_validator(params["rails"])}
 
     def write(path, text, mode):
-        if not os.path.isdir(os.path.dirname(path)):
-            os.makedirs(os.path.dirname(path), 0o755)
-        _state.write_file(module, path, text)
-        os.chmod(path, mode)   # the mode the file must have (netplan: 0600; the boot script: 0755)
+        """The mode is the one the file must have (netplan: 0600; the boot script: 0755)."""
+        try:
+            if not os.path.isdir(os.path.dirname(path)):
+                os.makedirs(os.path.dirname(path), 0o755)
+        except OSError as exc:
+            raise WriteError("%s: cannot make its folder (%s)" % (path, exc.strerror or exc))
+        rel = next((r for r in validators if path.endswith("/" + r)), None)
+        atomic_write(path, text, mode=mode, validate=validators.get(rel))
 
     try:
         result = _rails.converge(params, module.run_command, write, check=module.check_mode)
-    except _rails.RailsError as exc:
+    except (_rails.RailsError, WriteError) as exc:
         module.fail_json(msg="roce_rails: %s" % exc)
     diff = result.pop("diff")
     for warning in result.pop("warnings"):

@@ -22,15 +22,20 @@ description:
     file system, a partition table, RAID/LVM/LUKS metadata, partitions, holders, mounted elsewhere -
     is refused, naming the device and what was found; nothing is changed.
   - Growing, shrinking and repartitioning are out of scope.
+  - The options are checked before anything is read or written - an absolute mount point without
+    C(.)/C(..) parts, tabs or newlines (a space is escaped in fstab), mount options without blanks, C(#)
+    or backslashes, a plain file system type, a size of 0 or more - so nothing can add or break a line
+    of the fstab. The fstab is read first (a FIFO, a folder or a file that is not text there is an error),
+    and its problems (two entries for the mount point, the UUID already used) are found before C(mkfs).
 author:
   - gpufleet maintainers (@gpufleet)
 options:
   path:
-    description: The mount point (created when missing).
+    description: The mount point, an absolute path (created when missing; not V(/)).
     type: path
     required: true
   device:
-    description: The device (a C(/dev/disk/by-id/...) path is best; symlinks are resolved).
+    description: The device, an absolute path (a C(/dev/disk/by-id/...) path is best; symlinks are resolved).
     type: path
     required: true
   fstype:
@@ -38,7 +43,7 @@ options:
     type: str
     required: true
   options:
-    description: Mount options.
+    description: Mount options, comma-separated (no blank, C(#) or backslash, no empty item).
     type: str
     default: defaults
   min_size_gb:
@@ -104,6 +109,7 @@ import stat
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.provision.plugins.module_utils._devices import storage
+from ansible_collections.gpufleet.provision.plugins.module_utils._node.fs import Root, WriteError, atomic_write
 from ansible_collections.gpufleet.provision.plugins.module_utils._node.parsers import parse_mounts
 
 
@@ -151,52 +157,85 @@ def inspect(module, device, path):
             "mounts_at_path": [(os.path.realpath(m["device"]), m["fstype"]) for m in mounts if m["mountpoint"] == path]}
 
 
+def read_fstab(path):
+    """The fstab's text ("" when absent); StorageError naming it when it is not a regular UTF-8 text
+    file (read without blocking: a FIFO there never hangs the run) or its folder is not a folder."""
+    folder = os.path.dirname(path)
+    if not os.path.isdir(folder):
+        raise storage.StorageError("fstab %s: its folder %s is not a folder" % (path, folder))
+    root = Root(folder)
+    data = root.read_bytes(os.path.basename(path), optional=True)
+    if data is None:
+        if root.problems:
+            raise storage.StorageError("fstab %s: %s" % (path, root.problems[0]["detail"]))
+        return ""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise storage.StorageError("fstab %s: not UTF-8 text, left as it is" % path)
+
+
+def _mkfs(module, device, fstype):
+    argv = [module.get_bin_path("mkfs", required=True), "-t", fstype, device]
+    rc, out, err = module.run_command(argv)
+    if rc != 0:
+        raise storage.StorageError("%s: %s failed (exit %d): %s" % (device, " ".join(argv), rc, (err or out).strip()[-500:]))
+    uuid = _blkid(module, device).get("UUID")
+    if not uuid:
+        raise storage.StorageError("%s: no UUID after mkfs -t %s" % (device, fstype))
+    return storage.check_uuid(device, uuid)
+
+
 def run(module):
     p = module.params
-    path = p["path"].rstrip("/") or "/"
-    state = inspect(module, p["device"], path)
+    path, device, options = storage.validate(p["path"], p["device"], p["fstype"], p["options"], p["min_size_gb"], p["fstab"])
+    if os.path.lexists(path) and not os.path.isdir(path):
+        raise storage.StorageError("%s: exists and is not a folder" % path)
+    old = read_fstab(p["fstab"])
+    state = inspect(module, device, path)
     decision = storage.decide(state, path, p["fstype"], p["min_size_gb"])
     steps, changed, uuid = [], False, decision["uuid"]
+    # the fstab's problems (two entries for the path, the UUID used elsewhere) before anything is made
+    _new, _changed, problem = storage.fstab_update(old, uuid or "<new file system>", path, p["fstype"], options)
+    if problem:
+        raise storage.StorageError("%s: %s" % (p["fstab"], problem))
     if decision["action"] == "create":
         steps.append("mkfs -t %s %s" % (p["fstype"], state["device"]))
         changed = True
         if not module.check_mode:
-            argv = [module.get_bin_path("mkfs", required=True), "-t", p["fstype"], state["device"]]
-            rc, out, err = module.run_command(argv)
-            if rc != 0:
-                raise storage.StorageError("%s: %s failed (exit %d): %s" % (state["device"], " ".join(argv), rc, (err or out).strip()[-500:]))
-            uuid = _blkid(module, state["device"]).get("UUID")
-            if not uuid:
-                raise storage.StorageError("%s: no UUID after mkfs -t %s" % (state["device"], p["fstype"]))
-    old = _read_text(p["fstab"])
-    new, fstab_changed, problem = storage.fstab_update(old, uuid or "<new file system>", path, p["fstype"], p["options"])
+            uuid = _mkfs(module, state["device"], p["fstype"])
+    new, fstab_changed, problem = storage.fstab_update(old, uuid or "<new file system>", path, p["fstype"], options)
     if problem:
         raise storage.StorageError("%s: %s" % (p["fstab"], problem))
     result = {}
     if fstab_changed:
-        steps.append("fstab: %s" % storage.fstab_line(uuid or "<new file system>", path, p["fstype"], p["options"]))
+        steps.append("fstab: %s" % storage.fstab_line(uuid or "<new file system>", path, p["fstype"], options))
         changed = True
         if module._diff:
             result["diff"] = {"before": old, "after": new, "before_header": p["fstab"], "after_header": p["fstab"]}
         if not module.check_mode:
-            tmp = p["fstab"] + ".gpufleet-new"
-            with open(tmp, "w") as handle:
-                handle.write(new)
-            module.atomic_move(tmp, p["fstab"])
+            try:
+                atomic_write(p["fstab"], new)
+            except WriteError as exc:
+                raise storage.StorageError("fstab %s" % exc)
     if not state["mounts_at_path"]:
-        steps.append("mount -t %s -o %s %s %s" % (p["fstype"], p["options"], state["device"], path))
+        steps.append("mount -t %s -o %s %s %s" % (p["fstype"], options, state["device"], path))
         changed = True
         if not module.check_mode:
-            if not os.path.isdir(path):
-                os.makedirs(path, 0o755)
-            argv = [module.get_bin_path("mount", required=True), "-t", p["fstype"], "-o", p["options"], state["device"], path]
-            rc, out, err = module.run_command(argv)
-            if rc != 0:
-                raise storage.StorageError("%s: %s failed (exit %d): %s" % (path, " ".join(argv), rc, (err or out).strip()))
+            _mount(module, state["device"], path, p["fstype"], options)
     action = decision["action"] if decision["action"] == "create" or changed else "none"
     result.update(changed=changed, action=action, device=state["device"], uuid=uuid, steps=steps,
                   reason=decision["reason"], reboot_required=False, reboot_reasons=[])
     return result
+
+
+def _mount(module, device, path, fstype, options):
+    if not os.path.isdir(path):
+        os.makedirs(path, 0o755)
+    argv = [module.get_bin_path("mount", required=True), "-t", fstype, "-o", options, device, path]
+    rc, out, err = module.run_command(argv)
+    if rc != 0:
+        raise storage.StorageError("%s: %s failed (exit %d): %s" % (path, " ".join(argv), rc, (err or out).strip()))
 
 
 def main():

@@ -19,11 +19,14 @@ description:
   - "Run time (O(runtime)): writes each differing setting through O(hardware_root) and reads it back;
     a setting that did not take (1 GiB pages the kernel could not find, a THP file that does not
     accept the mode) is a reboot reason naming it."
+  - "Every option, file and setting is read and checked before the first write (files read without
+    blocking; a FIFO or a folder where a file goes fails naming it); files are replaced whole through a
+    temporary file beside them, and a write that fails names the path and leaves nothing behind."
 author:
   - gpufleet maintainers (@gpufleet)
 options:
   hugepages:
-    description: Pool size in kB -> page count (the profile's C(memory.hugepages)).
+    description: Pool size in kB -> page count (the profile's C(memory.hugepages)); both whole numbers, the count 0 or more.
     type: dict
     default: {}
   thp:
@@ -35,7 +38,7 @@ options:
     type: int
     choices: [0, 1]
   governor:
-    description: cpufreq governor of every CPU; unset leaves it alone.
+    description: cpufreq governor of every CPU (a governor's name such as C(performance)); unset leaves it alone.
     type: str
   runtime:
     description: Also apply the settings now, where the kernel allows it.
@@ -102,42 +105,86 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpufleet.provision.plugins.module_utils._devices import acs_boot
 from ansible_collections.gpufleet.provision.plugins.module_utils._os import nextboot as _nextboot
 from ansible_collections.gpufleet.provision.plugins.module_utils._os import tuning as _tuning
-from ansible_collections.gpufleet.provision.plugins.module_utils._node.fs import Root
+from ansible_collections.gpufleet.provision.plugins.module_utils._node import fs as _fs
 
 
-def _read(path):
-    try:
-        with open(path) as handle:
-            return handle.read()
-    except (IOError, OSError):
+def _current(os_root, rel):
+    """Text of a persistent file now, None when absent; TuningError naming it when it is not a
+    regular file or cannot be read (read without blocking: a FIFO there never hangs the run)."""
+    data = os_root.read_bytes(rel, optional=True)
+    if data is None:
+        problem = next((p for p in os_root.problems if p["path"] == rel), None)
+        if problem:
+            raise _tuning.TuningError("%s: %s" % (os_root.join(rel), problem["detail"]))
         return None
+    return data.decode("utf-8", "replace")   # a binary file differs from the text wanted: it is rewritten
 
 
-def _write(module, path, text, mode):
-    folder = os.path.dirname(path)
-    if not os.path.isdir(folder):
-        os.makedirs(folder, 0o755)
-    tmp = path + ".gpufleet-new"
-    with open(tmp, "w") as handle:
-        handle.write(text)
-    module.atomic_move(tmp, path)
-    os.chmod(path, mode)
+def _write(path, text, mode):
+    try:
+        folder = os.path.dirname(path)
+        if not os.path.isdir(folder):
+            os.makedirs(folder, 0o755)
+        _fs.atomic_write(path, text, mode=mode)
+    except (IOError, OSError) as exc:
+        raise _tuning.TuningError("%s: cannot write (%s)" % (path, exc.strerror or exc))
+    except _fs.WriteError as exc:
+        raise _tuning.TuningError(str(exc))
+
+
+def plan(module):
+    """(edits {rel: (old, new)}, run-time items) with every option and file checked: nothing is
+    written before both are known (check mode raises the same errors)."""
+    p = module.params
+    hugepages = _tuning.validate(p["hugepages"], p["governor"])
+    os_root = _fs.Root(p["root"])
+    wanted = _tuning.persistent_files(p["hardware_root"], p["thp"], p["numa_balancing"], p["governor"])
+    edits = {}
+    for rel, text in sorted(wanted.items()):
+        current = _current(os_root, rel)
+        if current != text and not (text is None and current is None):
+            why = acs_boot.unwritable(os_root.join(rel)) if text is not None else None
+            if why:
+                raise _tuning.TuningError("%s: cannot write, %s" % (os_root.join(rel), why))
+            edits[rel] = (current, text)
+    items = _tuning.runtime_plan(_fs.Root(p["hardware_root"]), hugepages, p["thp"], p["numa_balancing"], p["governor"]) \
+        if p["runtime"] else []
+    return edits, items, wanted
+
+
+def apply_runtime(hardware_root, item):
+    """Write one run-time setting in place (a sysfs attribute is written, never replaced), read it
+    back; the reboot reasons when it did not take."""
+    hw = _fs.Root(hardware_root)
+    path = hw.join(item["path"])
+    original = hw.read_bytes(item["path"])
+    try:
+        with open(path, "w") as handle:
+            handle.write(item["write"] + "\n")
+    except (IOError, OSError) as exc:
+        return ["%s: cannot write %s at run time (%s)" % (item["name"], path, exc.strerror or exc)]
+    after = _tuning.read_back(_fs.Root(hardware_root), item)
+    if after is None:
+        # Not the kernel's file (it reads back as no setting at all): put back what was there,
+        # so a run that stops before the reboot leaves the node as readable as it found it.
+        now = _fs.Root(hardware_root).read_bytes(item["path"]) or b""
+        after = repr(now.decode("utf-8", "replace").strip())
+        try:
+            with open(path, "wb") as handle:
+                handle.write(original or b"")
+            after += " (restored)"
+        except (IOError, OSError) as exc:
+            after += " (not restored: %s)" % (exc.strerror or exc)
+    return _nextboot.runtime_reasons(item["name"], item["wanted"], after)
 
 
 def run(module):
     p = module.params
-    hugepages = dict((str(k), int(v)) for k, v in (p["hugepages"] or {}).items())
-    os_root = Root(p["root"])
-    wanted = _tuning.persistent_files(p["hardware_root"], p["thp"], p["numa_balancing"], p["governor"])
-    edits = {}
-    for rel, text in sorted(wanted.items()):
-        current = _read(os_root.join(rel))
-        if current != text and not (text is None and current is None):
-            edits[rel] = (current, text)
-    items = _tuning.runtime_plan(Root(p["hardware_root"]), hugepages, p["thp"], p["numa_balancing"], p["governor"]) \
-        if p["runtime"] else []
+    edits, items, wanted = plan(module)
+    os_root = _fs.Root(p["root"])
     result = {
         "changed": bool(edits or items),
         "files": sorted(edits),
@@ -155,28 +202,14 @@ def run(module):
         for rel, (_old, new) in sorted(edits.items()):
             path = os_root.join(rel)
             if new is None:
-                os.remove(path)
+                try:
+                    os.remove(path)
+                except (IOError, OSError) as exc:
+                    raise _tuning.TuningError("%s: cannot remove (%s)" % (path, exc.strerror or exc))
             else:
-                _write(module, path, new, 0o755 if rel == _tuning.SCRIPT else 0o644)
-        hw = Root(p["hardware_root"])
+                _write(path, new, 0o755 if rel == _tuning.SCRIPT else 0o644)
         for item in items:
-            path = hw.join(item["path"])
-            original = _read(path)
-            try:
-                with open(path, "w") as handle:
-                    handle.write(item["write"] + "\n")
-            except (IOError, OSError) as exc:
-                result["reboot_reasons"].append("%s: cannot write %s at run time (%s)" % (item["name"], path, exc))
-                continue
-            after = _tuning.read_back(Root(p["hardware_root"]), item)
-            if after is None:
-                # Not the kernel's file (it reads back as no setting at all): put back what was there,
-                # so a run that stops before the reboot leaves the node as readable as it found it.
-                after = repr((_read(path) or "").strip())
-                with open(path, "w") as handle:
-                    handle.write(original or "")
-                after += " (restored)"
-            result["reboot_reasons"] += _nextboot.runtime_reasons(item["name"], item["wanted"], after)
+            result["reboot_reasons"] += apply_runtime(p["hardware_root"], item)
     result["reboot_required"] = bool(result["reboot_reasons"])
     return result
 

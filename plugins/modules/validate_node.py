@@ -195,6 +195,17 @@ options:
         Otherwise RV(converged=false), no report, no group (the washing machine and its gate follow).
       - With O(write_stamp), the gate runs as always and a green node's stamp is written there.
     type: path
+  converged_paths:
+    description:
+      - Paths on the node the converged stamp watches besides the files the roles write at their
+        default places, absolute or relative to the OS root (a folder counts with everything under
+        it). provision.yml gives the values of the role variables that move a file the roles write
+        (C(pcie_lib_dir), C(pcie_config_file), C(firmware_node_dir), C(storage_fstab), C(kernel_grub_cfg))
+        where they are set; the question and the stamp's writing must be given the same list.
+      - Empty, the root itself or a path with a C(..) component fails naming it.
+    type: list
+    elements: str
+    default: []
   desired_digest:
     description:
       - The digest of the desired state the stamp is compared with or written with (filter
@@ -318,7 +329,11 @@ collected:
   type: dict
   sample: {nvidia_smi_q: ok, ofed_info: "ofed_info -s: command absent or not executable (...)"}
 report_files:
-  description: The report files by format and whether each was written this run (V(written), V(unchanged), V(would write) in check mode, V(uploaded)).
+  description:
+    - The report files by format and whether each was written this run (V(written), V(unchanged), V(would write) in
+      check mode, V(uploaded)).
+    - V(refreshed) is a C(.prom) file whose verdicts are unchanged, rewritten only to move its
+      C(gpufleet_validate_last_run_timestamp_seconds) (no change of the report, not counted in RV(reports_changed)).
   returned: when O(report_dir) or O(report_url) is set
   type: dict
   sample: {/srv/reports/node001.json: written, /srv/reports/node001.prom: unchanged}
@@ -460,7 +475,11 @@ def run(params, runner=None, have=None, systemd=None, tmpdir=None, check_mode=Fa
         return evaluate(params, runner, have, systemd, tmpdir)
     if not params.get("desired_digest"):
         raise _profile.ProfileError("desired_digest: required with converged_stamp (%s)" % path)
-    now = _stamp.state(params["desired_digest"], params.get("root") or "/", os_root, path)
+    try:
+        managed = _stamp.managed_paths(params.get("converged_paths") or [])
+    except ValueError as exc:
+        raise _profile.ProfileError(str(exc))
+    now = _stamp.state(params["desired_digest"], params.get("root") or "/", os_root, path, managed)
     if params.get("write_stamp"):
         result = evaluate(params, runner, have, systemd, tmpdir)
         result["stamp"] = _write_stamp(path, now, result["report"], check_mode)

@@ -15,12 +15,20 @@ __metaclass__ = type
 import json
 import os
 import re
-import tempfile
 
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate import report as _report
+from ansible_collections.gpufleet.provision.plugins.module_utils._node import fs as _fs
 
 CONTENT_TYPES = {"json": "application/json", "xml": "application/xml", "prom": "text/plain; version=0.0.4"}
 _STAMP = re.compile(r"^gpufleet_validate_report_timestamp_seconds\{.*$", re.M)
+_LAST_RUN = re.compile(r"^gpufleet_validate_last_run_timestamp_seconds\{.*$", re.M)
+
+
+class Refresh(str):
+    """A ``.prom`` text whose verdicts are those on disk: rewritten only to move its last-run time
+    (a monitoring system alerts on a gate that stopped running), which is not a change of the report.
+    It keeps the report timestamp of the file it replaces: the time the verdicts last changed."""
+_NODE = re.compile(r"^[A-Za-z0-9_.:@-]+$")
 
 
 def render(report, facts, timestamp):
@@ -40,48 +48,71 @@ def _comparable(ext, text):
             return json.dumps(json.loads(text).get("report"), sort_keys=True)
         except (ValueError, AttributeError):
             return None
-    return _STAMP.sub("", text)
+    return _LAST_RUN.sub("", _STAMP.sub("", text))
+
+
+def _node_name(node):
+    """The node's name as the report files' name; ValueError when it is not one: the name comes from
+    the node's own report, and ``../x`` or ``a/b`` must not write outside the folder (or the URL)."""
+    if not isinstance(node, str) or not _NODE.fullmatch(node) or node in (".", ".."):
+        raise ValueError("node name %r cannot name a report file (letters, digits and . _ : @ - only)" % (node,))
+    return node
 
 
 def plan(folder, node, files):
-    """{path: text} of the files whose content differs from what is on disk (the timestamp aside).
-    A file that cannot be read is rewritten; a folder that is not one raises OSError naming it."""
+    """{path: text} of the files whose content differs from what is on disk (the timestamps aside);
+    a ``.prom`` file whose verdicts are unchanged comes back as a Refresh (its last-run time moves).
+    A file that cannot be read is rewritten; a folder that is not one, a report path that is not a
+    regular file (read without blocking: a FIFO there) or a node name that is no file name raises
+    OSError naming it."""
     if os.path.exists(folder) and not os.path.isdir(folder):
         raise OSError("report_dir %s: exists and is not a folder" % folder)
+    try:
+        node = _node_name(node)
+    except ValueError as exc:
+        raise OSError("report_dir %s: %s" % (folder, exc))
     out = {}
+    root = _fs.Root(folder)
     for ext, text in sorted(files.items()):
-        path = os.path.join(folder, "%s.%s" % (node, ext))
+        name = "%s.%s" % (node, ext)
+        path = os.path.join(folder, name)
+        if os.path.lexists(path) and not os.path.isfile(path):
+            raise OSError("%s: exists and is not a regular file" % path)
+        data = root.read_bytes(name, optional=True)
         try:
-            with open(path) as handle:
-                same = _comparable(ext, handle.read()) == _comparable(ext, text)
-        except (OSError, UnicodeDecodeError):
+            same = data is not None and _comparable(ext, data.decode("utf-8")) == _comparable(ext, text)
+        except UnicodeDecodeError:
             same = False
-        out[path] = None if same else text
+        if same and ext == "prom":
+            # the verdicts on disk hold: carry their report timestamp, move the last run
+            old = _STAMP.search(data.decode("utf-8"))
+            out[path] = Refresh(_STAMP.sub(lambda m: old.group(0), text) if old else text)
+        else:
+            out[path] = None if same else text
     return out
 
 
 def write(paths):
-    """Write {path: text} atomically (a temporary file in the same folder, then rename), mode 0644;
-    None entries are left alone. Returns {path: "written" | "unchanged"}."""
+    """Write {path: text} atomically (fs.atomic_write: a temporary file beside it, then rename, nothing
+    left on failure), mode 0644; None entries are left alone. Returns {path: "written" | "refreshed" |
+    "unchanged"} ("refreshed": a Refresh, only the last-run time moved: no change of the report).
+    Raises OSError naming the path and the cause (the action plugin turns it into its failure)."""
     status = {}
     for path, text in sorted(paths.items()):
         if text is None:
             status[path] = "unchanged"
             continue
         folder = os.path.dirname(path) or "."
-        # every fork writes its node's files at once: the first creates the folder, the others find it
-        os.makedirs(folder, 0o755, exist_ok=True)
-        handle, tmp = tempfile.mkstemp(prefix=".gpufleet-", dir=folder)
         try:
-            with os.fdopen(handle, "w") as out:
-                out.write(text)
-            os.chmod(tmp, 0o644)
-            os.rename(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-        status[path] = "written"
+            # every fork writes its node's files at once: the first creates the folder, the others find it
+            os.makedirs(folder, 0o755, exist_ok=True)
+        except OSError as exc:
+            raise OSError("%s: cannot make its folder %s (%s)" % (path, folder, exc.strerror or exc))
+        try:
+            _fs.atomic_write(path, text, mode=0o644)
+        except _fs.WriteError as exc:
+            raise OSError(str(exc))
+        status[path] = "refreshed" if isinstance(text, Refresh) else "written"
     return status
 
 
@@ -91,7 +122,10 @@ def upload(base, node, files, open_url, **options):
     status = {}
     headers = options.pop("headers", None) or {}
     for ext, text in sorted(files.items()):
-        url = "%s/%s.%s" % (base.rstrip("/"), node, ext)
+        try:
+            url = "%s/%s.%s" % (base.rstrip("/"), _node_name(node), ext)
+        except ValueError as exc:
+            raise RuntimeError("report_url %s: %s" % (base, exc))
         try:
             response = open_url(url, data=text.encode("utf-8"), method="PUT",
                                 headers=dict({"Content-Type": CONTENT_TYPES[ext]}, **headers), **options)

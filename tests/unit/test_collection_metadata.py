@@ -43,7 +43,7 @@ def test_action_groups_do_not_mix_node_and_bmc_modules():
 
 def test_the_tarball_leaves_the_lab_out():
     ignore = yaml.safe_load(_read("galaxy.yml"))["build_ignore"]
-    for path in ("lab", "inventories/lab", "docs/lab.md", "changelogs/fragments/lab-*.yml", "tests", "molecule",
+    for path in ("lab", "inventories/lab", "docs/lab.md", "changelogs/fragments/lab-*.yml", "tests", "extensions/molecule",
                  "collections", "playbooks/collections", "ansible.cfg"):
         assert path in ignore, path
     assert yaml.safe_load(_read("galaxy.yml"))["repository"].startswith("https://")

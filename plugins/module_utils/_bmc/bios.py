@@ -23,8 +23,10 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import difflib
+import math
 
-from ansible_collections.gpufleet.provision.plugins.module_utils._bmc.redfish import RedfishError, link
+from ansible_collections.gpufleet.provision.plugins.module_utils._bmc.redfish import (
+    RedfishError, describe, expect, link, member_paths, members)
 
 from ansible_collections.gpufleet.provision.plugins.module_utils._bmc import bios_registry as registry_lib
 from ansible_collections.gpufleet.provision.plugins.module_utils._bmc import bios_resolve as resolve_lib
@@ -107,6 +109,24 @@ def format_unresolved(bmc, unresolved):
                         (" [candidates: %s]" % ", ".join(r["candidates"])) if r["candidates"] and
                         not all(c in r["problem"] for c in r["candidates"]) else "")
         for r in unresolved))
+
+
+def check_input(attributes, settings):
+    """The task's raw attributes, checked before anything is sent: names non-empty strings, values a
+    string, a finite number or a boolean (where no registry checks values, a list, an object or null
+    would be PATCHed as given), and something to do at all."""
+    problems = []
+    for name in sorted(attributes or {}, key=str):
+        value = attributes[name]
+        if not isinstance(name, str) or not name.strip():
+            problems.append("attribute name %r is empty" % (name,))
+        elif value is None or not isinstance(value, (str, int, float, bool)) or (
+                isinstance(value, float) and not math.isfinite(value)):
+            problems.append("attributes.%s is %s; expected a string, a number or a boolean" % (name, describe(value)))
+    if problems:
+        raise BiosError("nothing sent: %s" % "; ".join(problems))
+    if not attributes and not any(value is not None for value in (settings or {}).values()):
+        raise BiosError("nothing to do: give attributes and/or settings; nothing sent")
 
 
 def merge_desired(attributes, translated):
@@ -304,7 +324,7 @@ def job_problem(job):
     """Dell: a job still Scheduled with "Job processing initialization failure." never runs."""
     if not job:
         return None
-    message = job.get("Message") or ""
+    message = str(job.get("Message") or "")
     if job.get("JobState") in ("Failed", "CompletedWithErrors") or (
             job.get("JobState") == "Scheduled" and any(m in message.lower() for m in STUCK_MARKERS)):
         return ("Dell BIOS configuration job %s is %s with %r: it will not apply the pending values; "
@@ -331,7 +351,7 @@ class Bios:
     def __init__(self, client, system_id=None, vendor="auto"):
         self.client = client
         self.system_path, self.system = client.find_system(system_id, usable=_has_bios, purpose="a Bios link")
-        self.manufacturer = self.system.get("Manufacturer")
+        self.manufacturer = expect(client.name, self.system_path, self.system, ("Manufacturer",), str)
         if vendor not in (None, "", "auto", GENERIC) and vendor not in PROFILES:
             raise BiosError("vendor %r unknown (known: auto, %s, %s)" % (vendor, GENERIC, ", ".join(VENDORS)))
         self.vendor_option = vendor or "auto"
@@ -342,24 +362,24 @@ class Bios:
         if not self.bios_path:
             raise BiosError("BMC %s: system %s has no Bios link" % (client.name, self.system_path))
         self.bios = client.get(self.bios_path)
-        settings = self.bios.get("@Redfish.Settings") or {}
+        settings = expect(client.name, self.bios_path, self.bios, ("@Redfish.Settings",), dict, {})
         self.settings_path = link(settings, "SettingsObject")
         if not self.settings_path:
             raise BiosError("BMC %s: %s has no @Redfish.Settings.SettingsObject, so pending values cannot be told "
                             "from current ones; refusing to write" % (client.name, self.bios_path))
-        self.apply_times = settings.get("SupportedApplyTimes") or []
+        self.apply_times = expect(client.name, self.bios_path, settings, ("SupportedApplyTimes",), list, [])
         self.registry = {}
         self.dependencies = []
         self.registry_uri = None
         self.registry_note = None
         self.registry_source = None
-        self.raw_current = self.bios.get("Attributes") or {}
+        self.raw_current = expect(client.name, self.bios_path, self.bios, ("Attributes",), dict, {})
         self.current = dict(self.raw_current)
         self.read_settings_object()
 
     def read_settings_object(self):
         body, self.etag = self.client.get_with_etag(self.settings_path)
-        self.settings_object = (body or {}).get("Attributes") or {}
+        self.settings_object = expect(self.client.name, self.settings_path, body, ("Attributes",), dict, {})
         self.pending = pending_changes(self.current, registry_lib.normalize_values(self.settings_object, self.registry))
         return self.pending
 
@@ -373,7 +393,7 @@ class Bios:
         says, then the vendor places seen in the wild), else, when it names none, the one attribute
         registry /redfish/v1/Registries offers that matches the Bios's attributes. Sets registry,
         dependencies, registry_uri, registry_source and, when none is found, registry_note."""
-        wanted = self.bios.get("AttributeRegistry")
+        wanted = expect(self.client.name, self.bios_path, self.bios, ("AttributeRegistry",), str)
         if wanted:
             document, uri, tried = self._find_registry(wanted)
             found_by, how = FOUND_BY_NAME, "the Bios names %s" % wanted
@@ -387,6 +407,10 @@ class Bios:
         if document is None:
             self.registry_source = {"id": None, "uri": None, "found_by": None, "how": self.registry_note}
             return {}
+        problem = registry_lib.shape_problem(document)
+        if problem:
+            raise BiosError("BMC %s: the attribute registry at %s is malformed: %s; nothing written" % (
+                self.client.name, uri, problem))
         self.registry_uri = uri
         self.registry_source = {"id": document.get("Id") or wanted, "uri": uri, "found_by": found_by, "how": how}
         self.registry = registry_lib.parse_registry(document)
@@ -414,7 +438,7 @@ class Bios:
         for kind, uri in registry_lib.locations(entry):
             tried.append(uri)
             doc = self._fetch(uri, kind)
-            if isinstance(doc, dict) and (doc.get("RegistryEntries") or {}).get("Attributes") is not None:
+            if registry_lib.has_entries(doc):
                 return doc, uri
         return None, None
 
@@ -423,7 +447,7 @@ class Bios:
         coll = link(self.client.get("/redfish/v1"), "Registries")
         if not coll:
             return None, []
-        return coll, [m.get("@odata.id") for m in self.client.get(coll).get("Members") or [] if m.get("@odata.id")]
+        return coll, member_paths(self.client.name, coll, self.client.get(coll))
 
     def _find_registry(self, wanted):
         tried = []
@@ -453,7 +477,7 @@ class Bios:
                     "/redfish/v1/registrystore/registries/en/%s" % wanted.lower()):
             tried.append(uri)
             doc = self._fetch(uri)
-            if isinstance(doc, dict) and (doc.get("RegistryEntries") or {}).get("Attributes") is not None:
+            if registry_lib.has_entries(doc):
                 return doc, uri, tried
         return None, None, tried
 
@@ -507,7 +531,7 @@ class Bios:
         if not path:
             return None
         found = None
-        for member in self.client.get(path).get("Members") or []:
+        for member in members(self.client.name, path, self.client.get(path)):
             job = self.client.get(member["@odata.id"]) if "JobState" not in member else member
             if job.get("JobType") == "BIOSConfiguration" and job.get("JobState") in ("Scheduled", "Running", "New"):
                 found = job

@@ -27,6 +27,8 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.gpufleet.provision.plugins.module_utils._bmc.redfish import describe as json_kind
+
 _VERSION = re.compile(r"[._-]v?\d+(?:[._]\d+)*$", re.I)
 _LANGUAGE = re.compile(r"\.[a-z]{2}(?:-[a-z]{2})?$", re.I)
 
@@ -64,13 +66,87 @@ def locations(entry):
     out = []
     locs = [loc for loc in (entry or {}).get("Location") or [] if isinstance(loc, dict)]
     locs.sort(key=lambda loc: 0 if str(loc.get("Language") or "en").lower().startswith("en") else 1)
-    for loc in locs:
-        if loc.get("Uri"):
-            out.append(("Uri", loc["Uri"]))
-    for loc in locs:
-        if loc.get("PublicationUri"):
-            out.append(("PublicationUri", loc["PublicationUri"]))
+    for kind in ("Uri", "PublicationUri"):
+        out.extend((kind, loc[kind]) for loc in locs if isinstance(loc.get(kind), str) and loc[kind])
     return out
+
+
+def has_entries(document):
+    """Whether a document claims to be an attribute registry (it has RegistryEntries); whether it is
+    a well-formed one is shape_problem's question."""
+    return isinstance(document, dict) and document.get("RegistryEntries") is not None
+
+
+# What parse_registry / parse_dependencies rely on, checked once on the document a BMC served.
+_ENTRY_KINDS = (("Type", str), ("DisplayName", str), ("HelpText", str), ("MenuPath", str), ("Value", list),
+                ("LowerBound", (int, float)), ("UpperBound", (int, float)))
+_KIND_NAMES = {str: "a string", list: "a list", dict: "an object", (int, float): "a number"}
+
+
+def _field_problem(where, doc, key, kind):
+    value = doc.get(key)
+    if value is None or (isinstance(value, kind) and not isinstance(value, bool)):
+        return None
+    return "%s.%s is %s; expected %s" % (where, key, json_kind(value), _KIND_NAMES[kind])
+
+
+def _entry_problem(where, entry):
+    if not isinstance(entry, dict):
+        return "%s is %s; expected an object" % (where, json_kind(entry))
+    if not isinstance(entry.get("AttributeName"), str) or not entry["AttributeName"]:
+        return "%s has no AttributeName string" % where
+    where = "%s (%s)" % (where, entry["AttributeName"])
+    for key, kind in _ENTRY_KINDS:
+        problem = _field_problem(where, entry, key, kind)
+        if problem:
+            return problem
+    for value in entry.get("Value") or []:
+        if not isinstance(value, dict) or any(value.get(key) is not None and not isinstance(value[key], str)
+                                              for key in ("ValueName", "ValueDisplayName")):
+            return "%s.Value holds %s; expected objects whose ValueName is a string" % (where, json_kind(value))
+    return None
+
+
+def _dependency_problem(where, dep):
+    if not isinstance(dep, dict) or not isinstance(dep.get("Dependency") or {}, dict):
+        return "%s is %s; expected an object whose Dependency is an object" % (where, json_kind(dep))
+    body = dep.get("Dependency") or {}
+    problem = _field_problem(where + ".Dependency", body, "MapToAttribute", str) or \
+        _field_problem(where + ".Dependency", body, "MapFrom", list)
+    if problem:
+        return problem
+    for term in body.get("MapFrom") or []:
+        if not isinstance(term, dict):
+            return "%s.Dependency.MapFrom holds %s; expected objects" % (where, json_kind(term))
+        for key in ("MapFromAttribute", "MapFromCondition", "MapFromProperty"):
+            problem = _field_problem(where + ".Dependency.MapFrom[]", term, key, str)
+            if problem:
+                return problem
+    return None
+
+
+def shape_problem(document):
+    """Why an AttributeRegistry document cannot be used (the first problem found), or None:
+    RegistryEntries an object; Attributes a list of objects, each with an AttributeName string and
+    string/list/number properties where the schema says so; Dependencies a list of Map objects."""
+    entries = document.get("RegistryEntries") if isinstance(document, dict) else None
+    if not isinstance(entries, dict):
+        return "RegistryEntries is %s; expected an object" % json_kind(entries)
+    attributes = entries.get("Attributes")
+    if not isinstance(attributes, list):
+        return "RegistryEntries.Attributes is %s; expected a list" % json_kind(attributes)
+    for index, entry in enumerate(attributes):
+        problem = _entry_problem("RegistryEntries.Attributes[%d]" % index, entry)
+        if problem:
+            return problem
+    dependencies = entries.get("Dependencies")
+    if dependencies is not None and not isinstance(dependencies, list):
+        return "RegistryEntries.Dependencies is %s; expected a list" % json_kind(dependencies)
+    for index, dep in enumerate(dependencies or []):
+        problem = _dependency_problem("RegistryEntries.Dependencies[%d]" % index, dep)
+        if problem:
+            return problem
+    return None
 
 
 def _truth(value):
@@ -197,7 +273,7 @@ def unlock(dep, registry):
 
 def to_value_name(spec, value):
     """The ValueName for a value given by its ValueName or its ValueDisplayName, else the value."""
-    if spec is None or spec.get("values") is None or value in spec["values"]:
+    if spec is None or spec.get("values") is None or not isinstance(value, str) or value in spec["values"]:
         return value
     return (spec.get("display_values") or {}).get(value, value)
 
@@ -233,7 +309,7 @@ def is_attribute_registry(document):
 def attribute_names(document):
     """The AttributeNames an AttributeRegistry document describes."""
     return set(entry["AttributeName"] for entry in (document.get("RegistryEntries") or {}).get("Attributes") or []
-               if isinstance(entry, dict) and entry.get("AttributeName"))
+               if isinstance(entry, dict) and isinstance(entry.get("AttributeName"), str) and entry["AttributeName"])
 
 
 def coverage(names, bios_names):

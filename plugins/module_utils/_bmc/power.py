@@ -10,16 +10,31 @@ __metaclass__ = type
 
 import time
 
-from ansible_collections.gpufleet.provision.plugins.module_utils._bmc.redfish import RedfishError
+from ansible_collections.gpufleet.provision.plugins.module_utils._bmc.redfish import RedfishError, dig, expect, link
+
+RESET = ("Actions", "#ComputerSystem.Reset")
+# redfish_power's timing options (lowest, highest, unit), checked before the reset is posted: a
+# negative or zero wait would fail after the reset, a zero poll interval would hammer the BMC.
+OPTION_RANGES = {
+    "force_after": (0, 86400, "seconds"),
+    "wait_timeout": (1, 86400, "seconds"),
+    "poll_interval": (0.1, 3600, "seconds"),
+}
+
+
+def can_reset(system):
+    """Whether a system offers ComputerSystem.Reset (a DGX's HGX baseboard does not)."""
+    return isinstance(dig(system, *(RESET + ("target",))), str)
 
 
 def reset_target(name, system):
     """(target URI, allowed ResetTypes or None) of ComputerSystem.Reset, from the system's Actions."""
-    action = ((system.get("Actions") or {}).get("#ComputerSystem.Reset")) or {}
-    target = action.get("target")
+    where = link(system) or "the system"
+    target = expect(name, where, system, RESET + ("target",), str)
     if not target:
-        raise RedfishError("BMC %s: system %s offers no #ComputerSystem.Reset action" % (name, system.get("@odata.id")))
-    return target, action.get("ResetType@Redfish.AllowableValues")
+        raise RedfishError("BMC %s: system %s offers no #ComputerSystem.Reset action" % (name, where))
+    allowed = expect(name, where, system, RESET + ("ResetType@Redfish.AllowableValues",), list)
+    return target, None if allowed is None else [kind for kind in allowed if isinstance(kind, str)]
 
 
 def power_cycle(client, system_path, system, state="restarted", graceful=True, force_after=300,

@@ -16,7 +16,8 @@ __metaclass__ = type
 import hashlib
 import os
 import stat
-import tempfile
+
+from ansible_collections.gpufleet.provision.plugins.module_utils._node import fs as _fs
 
 
 class BootError(ValueError):
@@ -24,15 +25,52 @@ class BootError(ValueError):
 
 
 def read(path):
-    """(text, mode) of ``path``; (None, None) when it does not exist."""
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-        return data.decode("utf-8", "replace"), stat.S_IMODE(os.stat(path).st_mode)
-    except FileNotFoundError:
+    """(text, mode) of ``path``; (None, None) when it does not exist. Read without blocking (fs.Root):
+    anything but a regular file there (a folder, a FIFO), or a file that cannot be read, raises
+    BootError naming the path: the boot unit's files are only ever regular files."""
+    root = _fs.Root("/")
+    data = root.read_bytes(path, optional=True)
+    if data is None:
+        if root.problems:
+            raise BootError("%s: cannot be read (%s)" % (path, root.problems[0]["detail"]))
         return None, None
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
     except (IOError, OSError) as exc:
-        raise BootError("%s: cannot be read (%s)" % (path, exc))
+        raise BootError("%s: cannot be read (%s)" % (path, exc.strerror or exc))
+    return data.decode("utf-8", "replace"), mode
+
+
+def parse_mode(where, mode):
+    """``"0644"`` -> 0o644; BootError naming ``where`` for anything that is not an octal file mode."""
+    text = str("0644" if mode is None else mode).strip()
+    try:
+        value = int(text, 8)
+    except ValueError:
+        value = -1
+    if isinstance(mode, bool) or not 0 <= value <= 0o7777:
+        raise BootError("%s: mode %r is not an octal file mode (0000 to 7777, for example 0644)" % (where, mode))
+    return value
+
+
+def unwritable(path):
+    """Why ``path`` cannot be written (None when it can be tried): its nearest existing folder is not a
+    folder (a file there would stop a set of writes half way). Checked for every file before the first."""
+    folder = os.path.dirname(path)
+    while folder and not os.path.lexists(folder):
+        folder = os.path.dirname(folder)
+    if folder and not os.path.isdir(folder):
+        return "%s is not a folder" % folder
+    return None
+
+
+def _check_target(path):
+    """BootError unless ``path`` is absolute and can be written."""
+    if not isinstance(path, str) or not os.path.isabs(path) or "\0" in path:
+        raise BootError("%r: not an absolute path" % (path,))
+    why = unwritable(path)
+    if why:
+        raise BootError("%s: cannot be written, %s" % (path, why))
 
 
 def _digest(text):
@@ -48,8 +86,11 @@ def plan(files, absent, reader=read):
     """
     changes = []
     for item in files:
+        _check_target(item["path"])
+        want_mode = parse_mode(item["path"], item.get("mode"))
+        if not isinstance(item.get("content"), str):
+            raise BootError("%s: content must be text, got %r" % (item["path"], type(item.get("content")).__name__))
         text, mode = reader(item["path"])
-        want_mode = int(str(item.get("mode") or "0644"), 8)
         if text == item["content"] and mode == want_mode:
             continue
         action = "create" if text is None else ("update" if text != item["content"] else "mode")
@@ -59,6 +100,7 @@ def plan(files, absent, reader=read):
                         "after": item["content"] if show else "%s %s\n" % (item["path"], _digest(item["content"])),
                         "content": item["content"]})
     for path in absent:
+        _check_target(path)
         text, _mode = reader(path)
         if text is not None:
             changes.append({"path": path, "action": "remove", "mode": None, "before": "%s %s\n" % (path, _digest(text)),
@@ -69,16 +111,10 @@ def plan(files, absent, reader=read):
 def _write(path, content, mode):
     folder = os.path.dirname(path)
     os.makedirs(folder, mode=0o755, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".gpufleet-", dir=folder)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(content.encode("utf-8"))
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        _fs.atomic_write(path, content, mode=mode)
+    except _fs.WriteError as exc:
+        raise BootError(str(exc))
 
 
 def apply(changes):

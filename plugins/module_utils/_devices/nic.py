@@ -44,7 +44,7 @@ def parse_mlxconfig_query(text):
     params: {NAME: {"default": v, "current": v, "next_boot": v, "modified": bool}} with values as
     integers where the tool prints ``Word(n)``. Without ``-e`` only ``next_boot`` is there.
     """
-    out = {"device": None, "type": None, "name": None, "columns": None, "params": {}}
+    out = {"device": None, "type": None, "name": None, "columns": None, "params": {}, "rows": {}}
     for line in text.splitlines():
         stripped = line.strip()
         if out["columns"] is None:
@@ -65,12 +65,32 @@ def parse_mlxconfig_query(text):
             if fields and fields[0].isupper():
                 raise ValueError("mlxconfig: %r has %d values, the header names %d" % (stripped, len(fields) - 1, len(out["columns"])))
             continue   # a trailing note of the tool
+        if fields[0] in out["params"]:
+            raise ValueError("mlxconfig: %s is listed twice (%r and %r)" % (fields[0], out["rows"][fields[0]], stripped))
         values = dict((col, parse_mlx_value(v)) for col, v in zip(out["columns"], fields[1:]))
         values["modified"] = modified
         out["params"][fields[0]] = values
+        out["rows"][fields[0]] = stripped
     if out["columns"] is None:
         raise ValueError("mlxconfig: no Configurations table (%r)" % text.strip()[:80])
     return out
+
+
+def check_query(query, names, device):
+    """Every row of a query by ``names`` parsed: each column a number (``True(1)``, ``ETH(2)``, ``16``).
+    ValueError naming the device and the row otherwise: a value that did not parse would compare as
+    different and be "set" on nothing but a misread."""
+    params = query.get("params") or {}
+    # the wanted rows, and any other row the tool printed for a query by name (it prints only those)
+    for name in sorted(set(names) | (set(params) if names else set())):
+        param = params.get(name)
+        if param is None:
+            raise ValueError("%s: mlxconfig has no parameter %s (this firmware does not support it)" % (device, name))
+        for column in query.get("columns") or []:
+            value = param.get(column)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError("%s: mlxconfig row %r: %s value %r is not a number" % (
+                    device, (query.get("rows") or {}).get(name, name), column.replace("_", " "), value))
 
 
 def config_plan(query, settings):

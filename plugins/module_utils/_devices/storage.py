@@ -9,6 +9,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import re
 import struct
 
 # Head of the device: enough for every superblock below (btrfs sits at 64 KiB).
@@ -22,6 +23,54 @@ MD_MAGIC = 0xA92B4EFC
 
 class StorageError(ValueError):
     """A mount cannot be made from this device; the message names the device and the cause."""
+
+
+_FSTYPE = re.compile(r"^[a-z0-9][a-z0-9_.+-]{0,31}$")
+_UUID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,63}$")
+# What an fstab field cannot hold: a field separator, a comment, an escape, any control character.
+_NOT_IN_FIELD = re.compile(r"[\s#\\\x00-\x1f\x7f]")
+
+
+def _absolute(option, path, spaces=False):
+    """``path`` normalised; StorageError naming the option unless it is absolute and plain (no
+    ``.``/``..`` parts, no control character; a space only where fstab can escape it)."""
+    if not isinstance(path, str) or not path.startswith("/"):
+        raise StorageError("%s %r: not an absolute path" % (option, path))
+    bad = _NOT_IN_FIELD.search(path.replace(" ", "") if spaces else path)
+    if bad:
+        raise StorageError("%s %r: %r cannot be in it" % (option, path, bad.group(0)))
+    parts = [part for part in path.split("/") if part]
+    if any(part in (".", "..") for part in parts):
+        raise StorageError("%s %r: . and .. are not allowed in it (name the folder itself)" % (option, path))
+    return "/" + "/".join(parts)
+
+
+def validate(path, device, fstype, options, min_size_gb=None, fstab="/etc/fstab"):
+    """The module's options checked before anything is read or written: (path, device, options)
+    normalised; StorageError naming the option and the value for a relative or odd path, a file
+    system type or mount options that would break (or add) an fstab line, a size that is no size."""
+    path = _absolute("path", path, spaces=True)
+    if path == "/":
+        raise StorageError("path '/': the root file system is not a mount this module makes")
+    device = _absolute("device", device)
+    _absolute("fstab", fstab)
+    if not isinstance(fstype, str) or not _FSTYPE.match(fstype):
+        raise StorageError("fstype %r: not a file system type (for example ext4 or xfs)" % (fstype,))
+    options = "defaults" if options is None else options
+    if not isinstance(options, str) or _NOT_IN_FIELD.search(options) or "" in options.split(","):
+        raise StorageError("options %r: not mount options (comma-separated, no space, #, backslash or "
+                           "control character, no empty item)" % (options,))
+    if min_size_gb is not None and not (isinstance(min_size_gb, (int, float)) and not isinstance(min_size_gb, bool)
+                                        and 0 <= min_size_gb < float("inf")):
+        raise StorageError("min_size_gb %r: not a size in GB (a number, 0 or more)" % (min_size_gb,))
+    return path, device, options
+
+
+def check_uuid(device, uuid):
+    """``uuid`` as blkid gave it, or StorageError: it goes into fstab as ``UUID=<uuid>``."""
+    if not isinstance(uuid, str) or not _UUID.match(uuid):
+        raise StorageError("%s: blkid gave UUID %r, not one fstab can name" % (device, uuid))
+    return uuid
 
 
 def _at(data, offset, magic):
@@ -212,6 +261,7 @@ def decide(state, path, fstype, min_size_gb=None):
         same = (blk.get("TYPE") == fstype and not blk.get("PTTYPE") and blk.get("UUID")
                 and all(kind == _OWN_NAME.get(fstype, fstype) for kind in found))
         if same:
+            check_uuid(dev, blk["UUID"])
             return {"action": "use", "uuid": blk["UUID"], "reason": "%s already holds %s (UUID %s)" % (dev, fstype, blk["UUID"])}
         what = found + ([verdict] if verdict else [])
         raise StorageError("%s holds data (%s): refused, never formatted or wiped (wanted %s for %s)"

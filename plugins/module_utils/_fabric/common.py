@@ -167,3 +167,71 @@ class UnionFind(object):
                 self.parent[rb] = ra
             else:
                 self.parent[ra] = rb
+
+
+# --- what the model reads of the nodes' gate reports and facts (the edge checks it, the model trusts it)
+
+_NUMBER = (int, float)
+_GID = {"index": int, "type": str, "ndev": str}
+_NIC = {"name": str, "role": str, "rail": int, "node_guid": (str, int), "node_desc": str, "netdevs": [str],
+        "ports": [{"gids": [_GID]}]}
+# a mapping: the keys the model reads and the form of each (None is always allowed: absent);
+# [spec]: a list of spec; ("each", spec): a mapping whose every value is spec; a type: that type
+NODE_ENTRY = {
+    "report": {"status": str},
+    "facts": {"nics": [_NIC], "numa": {"nodes": [{"id": int}]}, "cpu": {"siblings": list}, "pairs": list,
+              "netdevs": ("each", {"speed_mbps": _NUMBER})},
+}
+_FORMS = {dict: "a mapping", list: "a list", str: "a string", int: "an integer", _NUMBER: "a number",
+          (str, int): "a string or an integer"}
+
+
+def check_form(value, spec, where, optional=True):
+    """FabricError naming ``where`` (host and key) when ``value`` is not of the form ``spec`` (None:
+    absent, except as an item of a list)."""
+    if value is None and optional:
+        return
+    if isinstance(spec, dict) or isinstance(spec, tuple) and spec[:1] == ("each",):
+        kind = dict
+    else:
+        kind = list if isinstance(spec, list) else spec
+    if isinstance(value, bool) or not isinstance(value, kind):   # no key of these is a boolean
+        raise FabricError("%s must be %s, got %s %r" % (where, _FORMS.get(kind, kind), type(value).__name__, value))
+    if isinstance(spec, list):
+        for index, item in enumerate(value):
+            check_form(item, spec[0], "%s[%d]" % (where, index), optional=False)
+    elif isinstance(spec, tuple) and spec[:1] == ("each",):
+        for key, item in value.items():
+            check_form(item, spec[1], "%s.%s" % (where, key), optional=False)
+    elif isinstance(spec, dict):
+        for key, form in spec.items():
+            check_form(value.get(key), form, "%s.%s" % (where, key))
+
+
+def check_nodes(nodes, option="nodes"):
+    """The gate reports and facts by host, as the model reads them: FabricError naming the option,
+    the host and the key of the first value of a wrong type (a list where the facts have a mapping)."""
+    if not isinstance(nodes, dict):
+        raise FabricError("%s: expected a mapping of host name to {report, facts}, got %s" % (option, type(nodes).__name__))
+    for host, entry in nodes.items():
+        if not isinstance(entry, dict):
+            raise FabricError("%s: host %s: expected an object {report, facts}, got %s %r"
+                              % (option, host, type(entry).__name__, entry))
+        for key, spec in NODE_ENTRY.items():
+            check_form(entry.get(key), spec, "%s: host %s: %s" % (option, host, key))
+
+
+RAIL_PLAN = {"rails": [{"rail": int, "cidr": str, "interface": str, "gateway": str, "routes": list}]}
+
+
+def check_rail_plans(plans, option="rail_plans"):
+    """Plans by host as the rail_plans filter makes them: FabricError naming the host and the key."""
+    if not isinstance(plans, dict):
+        raise FabricError("%s: expected a mapping of host name to its rail plan, got %s" % (option, type(plans).__name__))
+    for host, plan in plans.items():
+        where = "%s: host %s: plan" % (option, host)
+        check_form(plan, RAIL_PLAN, where, optional=False)
+        for index, rail in enumerate(plan.get("rails") or []):
+            for key in ("rail", "cidr"):
+                if rail.get(key) is None:
+                    raise FabricError("%s.rails[%d].%s: missing (the rail_plans filter gives it)" % (where, index, key))

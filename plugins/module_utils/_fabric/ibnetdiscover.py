@@ -31,6 +31,7 @@ __metaclass__ = type
 import gc
 import io
 import re
+from operator import itemgetter
 
 # Node line: Switch/Ca/Rt, port count, quoted id, then an optional comment with the description.
 _NODE_RE = re.compile(r'^(Switch|Ca|Rt)\s+(\d+)\s+"([SHR])-([0-9a-fA-F]+)"\s*(?:#\s*"([^"]*)"(.*))?$')
@@ -127,6 +128,95 @@ def parse_file(path):
     bytes are replaced (and then reported as garbled lines)."""
     with io.open(path, "r", encoding="utf-8", errors="replace", newline="\n") as handle:
         return _paused(_read_chunks, _chunks(handle), path)
+
+
+SNIFF_BYTES = 64 * 1024     # how much of a file's head tells text from binary
+TAIL_BYTES = 4096           # how much of its end tells a whole last record from a cut one
+NOT_TEXT_SHARE = 0.05       # more characters than this share of the head undecodable or control: not text
+
+
+def sniff(path):
+    """Why the file at ``path`` can hold no capture (empty, not text), before it is parsed; None
+    when it may. A failed capture (a 0-byte file, a binary, a download that got an error page) must
+    never read as a fabric of no nodes, which would wipe the scheduler's topology."""
+    with io.open(path, "rb") as handle:
+        head = handle.read(SNIFF_BYTES)
+    if not head:
+        return "empty (0 bytes): the capture failed or was never written"
+    if not head.strip():
+        return "empty (only blank lines): the capture failed or was never written"
+    if b"\0" in head:
+        return "not text (NUL bytes at offset %d: a binary file, not ibnetdiscover output)" % head.index(b"\0")
+    # a byte that is not UTF-8 in a node description is a garbled line (a warning with its number);
+    # a file of them is a binary (gzip, an image, UTF-16 without its NULs in the sample...)
+    text = head.decode("utf-8", "replace")
+    bad = sum(1 for c in text if c == "\ufffd" or (c < " " and c not in "\t\n\r\f\v"))
+    if bad > NOT_TEXT_SHARE * len(text):
+        return "not text (%d of the first %d characters are not UTF-8 text: not ibnetdiscover output)" % (bad, len(text))
+    return None
+
+
+def capture_problem(path, capture):
+    """Why a parsed capture holds no whole fabric, or None. Warnings alone never refuse a capture
+    (a garbled line is reported with its number); these do:
+
+    - no switch and no adapter record (an HTML error page, another command's output);
+    - a truncated record: the file does not end with a newline (cut inside a line), its last lines are
+      the header of a record whose node line never came, a link goes to a node that has no record of
+      its own (every node ibnetdiscover finds has one: the records after the cut are missing), or the
+      last record lists fewer of its ports than its peers do (cut among its port lines), or it is a
+      switch listing no port at all.
+    A one-adapter capture whose port lists no peer (a GB200 node's own view) is whole.
+    """
+    if not capture["nodes"]:
+        return "no switch or HCA records (%d lines, none of them a Switch or Ca line: not ibnetdiscover output%s)" % (
+            capture["lines"]["total"], _first_line(path))
+    tail = _tail(path)
+    if not tail.endswith(b"\n"):
+        return "truncated record: the last line is cut (no newline at the end of the file: %r)" % _last_line(tail)
+    lines = [line for line in tail.split(b"\n") if line.strip()]
+    if lines and lines[-1].split(b"=", 1)[0] in _HEADER_BYTES:
+        return "truncated record: the file ends with the header of a record without its Switch or Ca line (%r)" % _last_line(tail)
+    nodes, links = capture["nodes"], capture["links"]
+    last = max(nodes.values(), key=itemgetter("line"))
+    ends = set(map(itemgetter("a"), links))       # sets, not a loop: 10^5 links at 8k nodes
+    ends.update(map(itemgetter("b"), links))
+    if last["kind"] == "switch" and last["guid"] not in ends:
+        return ("truncated record: the last record, switch %s at line %d, lists no port (a switch is found through "
+                "its links: cut after its Switch line)" % (last["guid"], last["line"]))
+    if not ends.issubset(nodes):
+        link = next(link for link in links if link["a"] not in nodes or link["b"] not in nodes)
+        return ("truncated record: line %d links to %s, which has no record of its own (the records after the cut "
+                "are missing)" % (link["line"], link["a"] if link["a"] not in nodes else link["b"]))
+    for link in links if not all(map(itemgetter("confirmed"), links)) else ():
+        if not link["confirmed"] and link["b"] == last["guid"] and link["a"] != last["guid"]:
+            return ("truncated record: the last record, %s %s at line %d, does not list its port %d that line %d "
+                    "links to (cut among its port lines)" % (last["kind"], last["guid"], last["line"],
+                                                             link["b_port"], link["line"]))
+    return None
+
+
+_HEADER_BYTES = frozenset(key.encode("ascii") for key in _HEADER_KEYS)
+
+
+def _tail(path):
+    with io.open(path, "rb") as handle:
+        handle.seek(0, io.SEEK_END)
+        size = handle.tell()
+        handle.seek(max(size - TAIL_BYTES, 0))
+        return handle.read()
+
+
+def _last_line(tail):
+    return tail.rstrip(b"\n").rsplit(b"\n", 1)[-1][-80:].decode("utf-8", "replace")
+
+
+def _first_line(path):
+    with io.open(path, "rb") as handle:
+        for line in handle.read(SNIFF_BYTES).split(b"\n"):
+            if line.strip():
+                return "; it starts with %r" % line.strip()[:80].decode("utf-8", "replace")
+    return ""
 
 
 def _paused(func, data, source):

@@ -4,7 +4,9 @@
 """Writers for the fabric document: the files schedulers and operators load.
 
 All functions are pure (document in, text out) except ``plan_files``/``apply_files``, which
-compare with and write to a destination folder, so the module can predict changes in check mode.
+compare with and write to a destination folder (each file by ``fs.atomic_write``, only the files that
+change), so the module can predict changes in check mode, and ``previous_hosts``/``check_shrink``,
+which refuse a new inventory that lost most of the hosts of the one in place.
 ``fabric.json`` is not made as one text: ``JsonStream`` writes it compact, piece by piece (the C
 encoder per node), and is compared with the file on disk by its SHA-256.
 
@@ -23,11 +25,14 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import hashlib
+import io
 import json
 import os
 import re
 
+from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.common import FabricError
 from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.verdicts import schedulable
+from ansible_collections.gpufleet.provision.plugins.module_utils._node import fs
 from ansible_collections.gpufleet.provision.plugins.module_utils._node.parsers import hostlist, natural_key  # noqa: F401 - hostlist is part of this API
 
 _LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
@@ -100,7 +105,8 @@ def topology_block(doc, statuses=("green",), block_sizes=None):
     if not count:
         lines.append("# No node with status %s: nothing to schedule." % " or ".join(statuses))
     elif block_sizes:
-        lines.append("BlockSizes=%s" % ",".join(str(int(s)) for s in block_sizes))
+        check_block_sizes(block_sizes)
+        lines.append("BlockSizes=%s" % ",".join(str(s) for s in block_sizes))
     return "\n".join(lines) + "\n"
 
 
@@ -394,49 +400,57 @@ def _file_digest(path):
     return digest.hexdigest()
 
 
-def _stream_out(stream, path):
-    """Write a JsonStream to path (None: nowhere) -> (sha256, size)."""
+def _stream_out(stream, keep=False):
+    """Encode a JsonStream -> (sha256, size, the bytes when ``keep`` else None). Kept, the text is
+    held once (fs.atomic_write wants it whole): a BytesIO grows in place and hands its buffer over
+    without a copy, where a list of pieces joined would hold it twice (16 MiB at 8k nodes)."""
     digest = hashlib.sha256()
     size = 0
-    handle = open(path, "wb") if path else None
-    try:
-        for chunk in stream.chunks():
-            data = chunk.encode("utf-8")
-            digest.update(data)
-            size += len(data)
-            if handle:
-                handle.write(data)
-    finally:
-        if handle:
-            handle.close()
-    return digest.hexdigest(), size
+    buffer = io.BytesIO() if keep else None
+    for chunk in stream.chunks():
+        data = chunk.encode("utf-8")
+        digest.update(data)
+        size += len(data)
+        if keep:
+            buffer.write(data)
+    return digest.hexdigest(), size, buffer.getvalue() if keep else None
 
 
-def plan_files(dest, files, stage=False):
+def _kind(path):
+    if os.path.islink(path) and not os.path.exists(path):
+        return "a dangling symbolic link"
+    return "a folder" if os.path.isdir(path) else "a FIFO, socket or device"
+
+
+def _read_text(path):
+    """A file's text; bytes that are not UTF-8 (a file someone broke) read as replacement characters,
+    so that the file differs from what is wanted and is rewritten, never a traceback."""
+    with open(path, "rb") as handle:
+        return handle.read().decode("utf-8", "replace")
+
+
+def plan_files(dest, files, keep=False):
     """Compare wanted files with dest: returns (changes, stale) where changes = [(rel, before, after)].
 
-    A JsonStream is compared by digest; ``before``/``after`` are then ``(size, staged path or None)``.
-    With ``stage`` a changed stream is already written beside its target (``<name>.tmp``), so it
-    is encoded once: ``apply_files`` renames it, ``discard`` removes it.
+    A JsonStream is compared by digest; ``before``/``after`` are then ``(size, bytes or None)``. With
+    ``keep`` the bytes of a changed stream are kept for ``apply_files`` (encoded once); in check mode
+    they are not (nothing but the digest is made).
     """
     changes = []
     for rel in sorted(files):
         path = os.path.join(dest, rel)
-        exists = os.path.exists(path)
+        exists = os.path.lexists(path)
+        if exists and not os.path.isfile(path):
+            # a FIFO would block the read, a folder or a dangling link is no file of ours: never replaced
+            raise FabricError("%s: not a regular file (%s); nothing written" % (path, _kind(path)))
         want = files[rel]
         if isinstance(want, JsonStream):
-            tmp = path + ".tmp" if stage and os.path.isdir(dest) else None
-            digest, size = _stream_out(want, tmp)
+            digest, size, data = _stream_out(want, keep)
             if exists and _file_digest(path) == digest:
-                if tmp:
-                    os.remove(tmp)
                 continue
-            changes.append((rel, (os.path.getsize(path), None) if exists else None, (size, tmp)))
+            changes.append((rel, (os.path.getsize(path), None) if exists else None, (size, data)))
             continue
-        before = None
-        if exists:
-            with open(path, "r") as handle:
-                before = handle.read()
+        before = _read_text(path) if exists else None
         if before != want:
             changes.append((rel, before, want))
     stale = []
@@ -450,26 +464,89 @@ def plan_files(dest, files, stage=False):
     return changes, stale
 
 
-def discard(changes):
-    """Remove the staged streams of a plan that is not applied (check mode, or an error)."""
-    for rel, before, after in changes:
-        if isinstance(after, tuple) and after[1] and os.path.exists(after[1]):
-            os.remove(after[1])
-
-
 def apply_files(dest, changes, stale, files=None):
+    """Write the changed files (each by fs.atomic_write: whole or not at all) and remove the stale
+    ones. Raises fs.WriteError naming the path, or OSError (a folder that cannot be made)."""
     for rel, before, after in changes:
         path = os.path.join(dest, rel)
         folder = os.path.dirname(path)
         if not os.path.isdir(folder):
             os.makedirs(folder)
-        tmp = path + ".tmp"
         if isinstance(after, tuple):
-            if not after[1]:
-                _stream_out(files[rel], tmp)
+            data = after[1] if after[1] is not None else _stream_out(files[rel], keep=True)[2]
         else:
-            with open(tmp, "w") as handle:
-                handle.write(after)
-        os.rename(tmp, path)
+            data = after
+        fs.atomic_write(path, data)
     for rel in stale:
         os.remove(os.path.join(dest, rel))
+
+
+# --- guards before anything is written -------------------------------------------------------------
+
+# Slurm's topology/block (block_record.c): the first size is the planning base block size; every
+# size is that base times a power of two, at most 2^15; a size of 0 or less is a fatal error of
+# slurmctld at start.
+MAX_BLOCK_LEVEL = 15
+
+
+def check_block_sizes(sizes):
+    """``block_sizes`` as Slurm's topology/block takes them, or FabricError naming the option."""
+    if not sizes:
+        return
+    for size in sizes:
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise FabricError("block_sizes: %r is not a positive whole number of nodes (given: %s)" % (size, sizes))
+    base = sizes[0]
+    for size in sizes[1:]:
+        ratio, rest = divmod(size, base)
+        if rest or ratio & (ratio - 1) or ratio.bit_length() - 1 > MAX_BLOCK_LEVEL:
+            raise FabricError("block_sizes: %d is not the planning base block size %d (the first one) times a power of "
+                              "two up to 2^%d, as Slurm's topology/block requires (given: %s)"
+                              % (size, base, MAX_BLOCK_LEVEL, sizes))
+    if len(set(sizes)) != len(sizes):
+        raise FabricError("block_sizes: a size is given twice (given: %s)" % (sizes,))
+
+
+# A new inventory that loses more than this share of the previous one's hosts is refused unless the
+# operator allows it: a capture of a segment that was down, or the wrong file, must not take the
+# hosts out of the scheduler's topology.
+SHRINK_LIMIT = 0.5
+
+
+def previous_hosts(dest):
+    """The host names of the fabric.json already in ``dest`` -> (set or None, warning or None). Read
+    before the new model is built, so the two documents are never in memory together."""
+    path = os.path.join(dest, "fabric.json")
+    if not os.path.isfile(path):
+        return None, None
+    try:
+        with open(path, "rb") as handle:
+            doc = json.loads(handle.read().decode("utf-8"))
+    except (IOError, OSError, ValueError) as exc:
+        return None, "%s: not readable as an earlier fabric.json (%s); the new inventory is not compared with it" % (path, exc)
+    if not isinstance(doc, dict) or not isinstance(doc.get("nodes"), dict):
+        return None, "%s: not an earlier fabric.json (no `nodes` object); the new inventory is not compared with it" % path
+    return in_fabric(doc["nodes"]), None
+
+
+def in_fabric(nodes):
+    """The hosts with an adapter in a capture or LLDP (their segments): a host the gate knows but the
+    fabric lost (not_in_fabric) is in ``nodes`` too, and out of every scheduler file."""
+    return set(host for host, node in nodes.items() if isinstance(node, dict) and node.get("segments"))
+
+
+def check_shrink(dest, previous, doc, allow=False):
+    """FabricError when the new document lost more than SHRINK_LIMIT of the ``previous`` hosts in the
+    fabric (unless ``allow``): nothing is written then, every file stays as it was. Hosts the gate
+    reports on but no capture shows count as lost: they leave every scheduler file."""
+    if allow or not previous:
+        return
+    now = in_fabric(doc["nodes"])
+    lost = previous.difference(now)
+    if len(lost) > SHRINK_LIMIT * len(previous):
+        names = sorted(lost, key=natural_key)
+        raise FabricError(
+            "%s: the new inventory has %d host(s) in the fabric, %d of the %d of the one in place (%d gone: %s%s); a "
+            "failed or partial capture? Nothing written. Set allow_shrink: true if the fabric really shrank"
+            % (os.path.join(dest, "fabric.json"), len(now), len(previous) - len(lost), len(previous), len(lost),
+               ", ".join(names[:5]), " and %d more" % (len(names) - 5) if len(names) > 5 else ""))

@@ -15,8 +15,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.common import FabricError
-from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.verdicts import schedulable
+from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.common import STATUS_BY_GATE, FabricError
+from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.verdicts import check_document, schedulable
 from ansible_collections.gpufleet.provision.plugins.module_utils._node.parsers import natural_key
 
 
@@ -51,9 +51,11 @@ class _Unit(object):
 
 def _units(doc, busy, statuses):
     """Blocks, SUs and segments with their free hosts (status in statuses, not busy, schedulable)."""
-    nodes = doc.get("nodes") if isinstance(doc, dict) else None
-    if not isinstance(nodes, dict) or not isinstance(doc.get("blocks"), list):
-        raise FabricError("placement: expected the fabric.json document (an object with `nodes` and `blocks`)")
+    try:
+        check_document(doc, required=("nodes", "blocks"))
+    except FabricError as exc:
+        raise FabricError("placement: expected the fabric.json document (an object with `nodes` and `blocks`): %s" % exc)
+    nodes = doc["nodes"]
     allowed = set(schedulable(doc))
     free = set(h for h in allowed if nodes[h].get("status") in statuses and h not in busy)
     blocks = []
@@ -81,6 +83,13 @@ def place(doc, count, busy=(), statuses=("green",)):
     """
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise FabricError("placement: the node count must be a whole number of 1 or more, got %r" % (count,))
+    for what, names in (("busy", busy or ()), ("statuses", statuses)):
+        bad = [n for n in names if not isinstance(n, str)]
+        if bad:
+            raise FabricError("placement: %s must be host names or statuses (text), got %r" % (what, bad[0]))
+    unknown = sorted(set(statuses) - set(STATUS_BY_GATE.values()) - {"unknown"})
+    if unknown:
+        raise FabricError("placement: statuses %s: not a node status (green, quarantined, unknown)" % ", ".join(unknown))
     busy = set(busy or ())
     blocks, sus, segments = _units(doc, busy, set(statuses))
     for tier, units in (("block", blocks), ("su", sus), ("segment", segments)):

@@ -156,18 +156,23 @@ def read_plan(plan):
         if not isinstance(entry, dict) or not isinstance(entry.get("leaves"), dict):
             raise FabricError("cabling_plan: SU %s needs a `leaves` mapping of rail number -> leaf name" % su)
         for rail, leaf in entry["leaves"].items():
-            try:
-                rail = int(rail)
-            except (TypeError, ValueError):
-                raise FabricError("cabling_plan: SU %s: rail %r is not a number" % (su, rail))
-            plan_leaf[str(leaf)] = (str(su), rail)
+            text = str(rail)
+            # a rail is a number 0 or more (YAML keys may be text): never 1.5, true, or another script's digits
+            if isinstance(rail, (bool, float)) or not (text.isdigit() and text.isascii()):
+                raise FabricError("cabling_plan: SU %s: rail %r is not a number (0, 1, ...)" % (su, rail))
+            if not isinstance(leaf, str) or not leaf.strip():
+                raise FabricError("cabling_plan: SU %s: the leaf of rail %s must be a switch name, got %r" % (su, rail, leaf))
+            plan_leaf[leaf] = (str(su), int(text))
         members = entry.get("nodes") or {}
         if isinstance(members, list):
+            bad = [h for h in members if not isinstance(h, str)]
+            if bad:
+                raise FabricError("cabling_plan: SU %s: `nodes` lists %r, not a host name" % (su, bad[0]))
             members = dict((h, None) for h in members)
         if not isinstance(members, dict):
             raise FabricError("cabling_plan: SU %s: `nodes` must be a list of hosts or a mapping host -> port" % su)
         for host, port in members.items():
-            if port is not None and not isinstance(port, int):
+            if port is not None and (isinstance(port, bool) or not isinstance(port, int) or port < 0):
                 raise FabricError("cabling_plan: SU %s: port of %s must be a number, got %r" % (su, host, port))
             plan_nodes[str(host)] = {"su": str(su), "port": port}
     return plan_leaf, plan_nodes

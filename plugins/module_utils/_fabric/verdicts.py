@@ -12,7 +12,7 @@ from collections import Counter, defaultdict
 
 from ansible_collections.gpufleet.provision.plugins.module_utils._node.parsers import natural_key
 from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.common import (
-    ANOMALY_KINDS, DEFAULT_SUSPICIOUS_HOSTNAMES, QUARANTINE_KINDS, SCHEMA_VERSION)
+    ANOMALY_KINDS, DEFAULT_SUSPICIOUS_HOSTNAMES, QUARANTINE_KINDS, SCHEMA_VERSION, FabricError, check_form)
 
 
 def _kind_rank(kind):
@@ -179,3 +179,32 @@ def schedulable(doc):
     """Hosts that may appear in a scheduler file or a placement at all (no default host names)."""
     bad = default_names(doc)
     return [h for h in doc["nodes"] if h.lower() not in bad and h.split(".")[0].lower() not in bad]
+
+
+# What readers of fabric.json (the fabric inventory plugin, placement) take from it: a file written
+# by hand, cut short or of another schema is an error naming the key, never a TypeError in a reader.
+DOCUMENT = {
+    "nodes": ("each", {"status": str, "su": str, "block": str, "segments": [str], "quarantine": [str],
+                       "quarantined_by": [str], "rails": [{"rail": int, "leaf": str}]}),
+    "blocks": [{"name": str, "su": str, "nodes": [str]}],
+    "sus": [{"name": str, "segments": [str]}],
+    "policy": {"suspicious_hostnames": [str]},
+    "anomalies": [{"kind": str, "host": str, "guid": (str, int)}],
+}
+
+
+def check_document(doc, required=("nodes",)):
+    """A fabric.json document of this schema, as far as its readers read it; FabricError naming the
+    key (``required``: the top-level keys the caller cannot do without)."""
+    if not isinstance(doc, dict):
+        raise FabricError("expected the fabric.json document (an object), got %s" % type(doc).__name__)
+    if doc.get("schema") != SCHEMA_VERSION:
+        raise FabricError("expected fabric.json schema %d, got schema %r" % (SCHEMA_VERSION, doc.get("schema")))
+    for key in required:
+        if doc.get(key) is None:
+            raise FabricError("fabric.json has no `%s`" % key)
+    for key, spec in DOCUMENT.items():
+        check_form(doc.get(key), spec, key)
+    for index, block in enumerate(doc.get("blocks") or []):
+        if block.get("name") is None or block.get("nodes") is None:
+            raise FabricError("blocks[%d]: a block has a name and nodes, got %r" % (index, block))

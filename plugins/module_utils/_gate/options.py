@@ -32,6 +32,7 @@ ARGUMENT_SPEC = dict(
     output_errors=dict(type="dict", default={}),
     node=dict(type="str"),
     converged_stamp=dict(type="path"),
+    converged_paths=dict(type="list", elements="str", default=[]),
     desired_digest=dict(type="str"),
     write_stamp=dict(type="bool", default=False),
     report_dir=dict(type="path"),

@@ -76,9 +76,12 @@ def prometheus(report, timestamp):
         "# HELP gpufleet_node_ready 1 when every check of the node profile is green.",
         "# TYPE gpufleet_node_ready gauge",
         'gpufleet_node_ready{node="%s",profile="%s"} %d' % (node, profile, 1 if report.get("status") == "pass" else 0),
-        "# HELP gpufleet_validate_report_timestamp_seconds Unix time the report was written (its verdicts hold since; unchanged, not rewritten).",
+        "# HELP gpufleet_validate_report_timestamp_seconds Unix time the verdicts last changed (the report files were written).",
         "# TYPE gpufleet_validate_report_timestamp_seconds gauge",
         'gpufleet_validate_report_timestamp_seconds{node="%s"} %d' % (node, int(timestamp)),
+        "# HELP gpufleet_validate_last_run_timestamp_seconds Unix time the gate last evaluated the node (every run: alert when it stops moving).",
+        "# TYPE gpufleet_validate_last_run_timestamp_seconds gauge",
+        'gpufleet_validate_last_run_timestamp_seconds{node="%s"} %d' % (node, int(timestamp)),
     ]
     return "\n".join(lines) + "\n"
 

@@ -25,6 +25,21 @@ import tempfile
 MAX_READ_BYTES = 64 * 1024 * 1024
 
 
+def _keep_owner_and_label(path, tmp, old):
+    """The replacement keeps the replaced file's owner and SELinux label (what Ansible's atomic_move
+    does): a rewritten /etc/default/grub stays root's and keeps its context on RHEL. Best effort: a
+    file system without xattrs, or a user who may not chown, leaves the new file as created."""
+    try:
+        if (old.st_uid, old.st_gid) != (os.getuid(), os.getgid()):
+            os.chown(tmp, old.st_uid, old.st_gid)
+    except OSError:
+        pass
+    try:
+        os.setxattr(tmp, "security.selinux", os.getxattr(path, "security.selinux"))
+    except (OSError, AttributeError):
+        pass
+
+
 class WriteError(Exception):
     """A file could not be written (or what would be written is not valid): the message names the
     path and the cause. Nothing was changed: the target is as it was, no temporary file is left."""
@@ -50,11 +65,14 @@ def atomic_write(path, data, mode=None, validate=None):
     folder = os.path.dirname(path) or "."
     if os.path.isdir(path):
         raise WriteError("%s: cannot write, it is a folder" % path)
+    if "\0" in path:
+        raise WriteError("%r: cannot write, the path holds a NUL byte" % path)
+    try:
+        old = os.stat(path)
+    except OSError:
+        old = None
     if mode is None:
-        try:
-            mode = stat.S_IMODE(os.stat(path).st_mode)
-        except OSError:
-            mode = 0o644
+        mode = stat.S_IMODE(old.st_mode) if old is not None else 0o644
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".gpufleet-new",
@@ -64,6 +82,8 @@ def atomic_write(path, data, mode=None, validate=None):
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, mode)
+        if old is not None:
+            _keep_owner_and_label(path, tmp, old)
         os.replace(tmp, path)
         tmp = None
     except (IOError, OSError) as exc:
@@ -112,6 +132,9 @@ class Root:
         naming the path, as is a symlink loop."""
         try:
             fd = os.open(self.join(rel), os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        except ValueError:  # a NUL byte in the path
+            self.problem(rel, "invalid", "the path holds a NUL byte")
+            return None
         except (IOError, OSError) as exc:
             if exc.errno in (errno.ENOENT, errno.ENOTDIR):
                 if not optional:
@@ -182,6 +205,9 @@ class Root:
         always a problem; absent only when not ``optional``."""
         try:
             return sorted(os.listdir(self.join(rel)))
+        except ValueError:  # a NUL byte in the path
+            self.problem(rel, "invalid", "the path holds a NUL byte")
+            return None
         except (IOError, OSError) as exc:
             if exc.errno in (errno.ENOENT, errno.ENOTDIR):
                 if not optional:

@@ -17,6 +17,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import re
+
 HUGEPAGE_KEYS = ("default_hugepagesz", "hugepagesz", "hugepages")
 
 
@@ -30,6 +32,19 @@ def split(param):
     return key, (value if sep else None)
 
 
+# What one parameter may hold to be written as one word inside GRUB_CMDLINE_LINUX="..." and read
+# back as the same word: no blank or control character, no quote, $, backtick or backslash.
+_WORD = re.compile(r"^[^\s\x00-\x1f\x7f\"'`$\\]{1,4096}\Z")
+
+
+def check_word(option, word):
+    """Raise CmdlineError naming ``option`` and ``word`` unless it is one parameter GRUB can carry."""
+    if not isinstance(word, str) or not _WORD.match(word) or word.startswith("="):
+        raise CmdlineError("%s: kernel command line parameter %r: one parameter (key or key=value), no blanks, "
+                           "quotes, $, backticks, backslashes or control characters, at most 4096 characters"
+                           % (option, word))
+
+
 def rules(params, forbidden=(), allow_repeated=()):
     """The rules for ``params`` (ordered; the hugepage ones form the hugepage block, in kernel order).
 
@@ -41,12 +56,13 @@ def rules(params, forbidden=(), allow_repeated=()):
     params = list(params or [])
     forbidden = list(forbidden or [])
     allow_repeated = list(allow_repeated or [])
+    for option, words in (("required", params), ("forbidden", forbidden), ("allow_repeated", allow_repeated)):
+        for word in words:
+            check_word(option, word)
     for param in params:
         key = split(param)[0]
         if param in forbidden or key in forbidden:
             raise CmdlineError("kernel command line parameter %s is both required and forbidden" % param)
-        if not param or " " in param:
-            raise CmdlineError("kernel command line parameter %r: one parameter, no blanks" % param)
     block = [p for p in params if split(p)[0] in HUGEPAGE_KEYS]
     owned = []
     for param in params + [f for f in forbidden if "=" not in f]:

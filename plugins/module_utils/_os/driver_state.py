@@ -14,7 +14,61 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
 import re
+
+from ansible_collections.gpufleet.provision.plugins.module_utils._node.fs import Root
+
+
+class DriverStateError(ValueError):
+    """An argument or a file driver_state cannot work with; the message names it and the cause."""
+
+
+# What reaches modinfo's argv, systemctl's argv and the messages: one word each, never an option.
+_ARGUMENTS = {
+    "driver_version": (re.compile(r"^[0-9]+\.[0-9]+(?:\.[0-9]+)?\Z"), "an NVIDIA driver version (550.90.07)"),
+    "ofed_release": (re.compile(r"^[0-9][0-9A-Za-z._-]{0,63}\Z"), "an OFED release as ofed_info -s prints it (23.10-1.1.9.0)"),
+    "kernel_release": (re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+~-]{0,63}\Z"), "a kernel release (6.8.0-45-generic)"),
+}
+_UNIT = re.compile(r"^[A-Za-z0-9_@][A-Za-z0-9:_.@\\-]{0,255}\Z")
+
+
+def check_arguments(p):
+    """Every argument checked before anything is read, run or written (a modules-load.d file is
+    never written for a call refused later). Raises DriverStateError naming the option and value."""
+    for name, (pattern, what) in sorted(_ARGUMENTS.items()):
+        value = p.get(name)
+        if value in (None, "") and not (name == "driver_version" and p.get("area") == "nvidia"):
+            continue
+        if not isinstance(value, str) or not pattern.match(value):
+            raise DriverStateError("%s %r: not %s" % (name, value, what))
+    for unit in p.get("services") or []:
+        if not isinstance(unit, str) or not _UNIT.match(unit):
+            raise DriverStateError("services: %r is not a systemd unit name" % (unit,))
+    if isinstance(p.get("root"), str) and "\x00" in p["root"]:
+        raise DriverStateError("root %r: a NUL byte cannot be in a path" % p["root"])
+    path = p.get("peermem_at_boot") or ""
+    if path and ("\x00" in path or not path.startswith("/") or path.endswith("/")):
+        raise DriverStateError("peermem_at_boot %r: not an absolute file path (/etc/modules-load.d/nvidia-peermem.conf)" % path)
+
+
+def read_text_file(path):
+    """Text of the file at ``path``, None when it is absent. DriverStateError naming the path when it
+    is there but is not a regular UTF-8 text file (a folder, a FIFO, a symlink loop, binary content):
+    a modules-load.d file that is not text is never overwritten."""
+    folder, name = os.path.split(path)
+    root = Root(folder or "/")
+    data = root.read_bytes(name, optional=True)
+    if root.problems:
+        raise DriverStateError("%s: %s" % (path, root.problems[0]["detail"]))
+    if data is None:
+        return None
+    if b"\x00" in data:
+        raise DriverStateError("%s: binary content (a NUL byte), not a modules-load.d file: left alone" % path)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise DriverStateError("%s: not UTF-8 text, not a modules-load.d file: left alone" % path)
 
 
 def parse_ofed_release(text):

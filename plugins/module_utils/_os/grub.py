@@ -32,6 +32,8 @@ DROPINS = "etc/default/grub.d"
 _ASSIGN = re.compile(r"^(?P<lead>\s*(?:export\s+)?)(?P<var>GRUB_[A-Z_]+)=(?P<rhs>.*)$")
 _REF = re.compile(r"^\$(?:\{(\w+)\}|(\w+))$")
 _UNSAFE = re.compile(r"[`\\]|\$\(")
+# Control bytes no shell source holds (tab, newline, form feed, carriage return and escape are text).
+_BINARY = re.compile(b"[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f]")
 
 
 class GrubError(ValueError):
@@ -90,6 +92,60 @@ def parse_assignment(rel, number, line, names=CMDLINE_VARS):
         raise GrubError("%s: cannot edit %s word by word (quotes, escapes or command substitution): %r"
                         % (where, match.group("var"), line))
     return Assignment(rel, number, match.group("lead"), match.group("var"), quote, value.split(), tail)
+
+
+# A line that sets one of the variables this collection edits, whether or not it is an assignment.
+_SETTER = re.compile(r"^\s*(?:export\s+)?(?P<var>GRUB_CMDLINE_LINUX(?:_DEFAULT)?|GRUB_DEFAULT)\b")
+
+
+def check_source(rel, text):
+    """Raise GrubError naming ``rel`` and the line when update-grub could not source ``text`` as we
+    read it: a quote (``'``, ``"``, a backtick) opened and never closed (the shell would swallow every
+    line after it), or a line naming GRUB_CMDLINE_LINUX, GRUB_CMDLINE_LINUX_DEFAULT or GRUB_DEFAULT
+    that is not ``NAME=value`` (``GRUB_CMDLINE_LINUX = "quiet"``, ``GRUB_CMDLINE_LINUX+=...``: a
+    command to the shell, not a setting). A sample of what is accepted::
+
+        GRUB_DISTRIBUTOR=`lsb_release -i -s 2> /dev/null || echo Debian`
+        GRUB_CMDLINE_LINUX="$GRUB_CMDLINE_LINUX hugepages=32"   # a comment's ' is no quote
+    """
+    quote, opened = None, 0
+    for number, line in enumerate(text.splitlines(), 1):
+        setter = _SETTER.match(line) if quote is None else None
+        if setter and not _ASSIGN.match(line):
+            raise GrubError("%s line %d: %s is not set with NAME=value (no blanks around =): %r"
+                            % (rel, number, setter.group("var"), line))
+        index = 0
+        while index < len(line):
+            char = line[index]
+            if quote is None:
+                if char == "#" and (index == 0 or line[index - 1] in " \t;&|("):
+                    break
+                if char == "\\":
+                    index += 1
+                elif char in "'\"`":
+                    quote, opened = char, number
+            elif char == quote:
+                quote = None
+            elif char == "\\" and quote != "'":
+                index += 1
+            index += 1
+    if quote is not None:
+        raise GrubError("%s line %d: unterminated quote (the %s opened there is never closed)" % (rel, opened, quote))
+
+
+def check_text(rel, data):
+    """``data`` (bytes of a GRUB source) as text; GrubError naming ``rel`` when it is not text: a NUL
+    or another control byte (a binary or NUL-filled file), or not UTF-8."""
+    match = _BINARY.search(data)
+    if match:
+        raise GrubError("%s: binary content (byte 0x%02x at offset %d), not a GRUB source: not edited"
+                        % (rel, ord(match.group(0)), match.start()))
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise GrubError("%s: not UTF-8 text (offset %d), not a GRUB source: not edited" % (rel, exc.start))
+    check_source(rel, text)
+    return text
 
 
 def parse_sources(sources, names=CMDLINE_VARS):
@@ -195,7 +251,11 @@ def plan(sources, rule):
 
 def set_default(sources, value):
     """Make GRUB_DEFAULT ``value`` in the source that decides it (the last one assigning it; else
-    append to /etc/default/grub). Returns {rel: new text} ({} when it already is ``value``)."""
+    append to /etc/default/grub). Returns {rel: new text} ({} when it already is ``value``).
+    Raises GrubError when ``value`` (menu ids read from grub.cfg) would not stay one quoted word."""
+    if not value or re.search(r'["$`\\]|[\x00-\x1f\x7f]', value):
+        raise GrubError("GRUB_DEFAULT %r: not written, a menu entry id with quotes, $, backticks, backslashes or "
+                        "control characters cannot be one quoted value" % value)
     assignments = []
     for rel, text in sources:
         for number, line in enumerate(text.splitlines(), 1):

@@ -41,13 +41,14 @@ def versions(packages):
     return dict((name, entries[0].get("version")) for name, entries in sorted((packages or {}).items()) if entries)
 
 
-def build(desired, packages, holds, grub_cfg, built=None):
+def build(desired, packages, holds, grub_cfg, built=None, cfg_name="boot/grub/grub.cfg"):
     """The manifest: ``desired`` is ``_desired.derive("image", profile)``, ``packages`` the package
     database in ``package_facts`` form, ``holds`` the held names, ``grub_cfg`` the text of the
-    generated GRUB configuration (its default entry gives the kernel and command line the image boots)."""
+    generated GRUB configuration (its default entry gives the kernel and command line the image boots),
+    ``cfg_name`` its path for messages."""
     entry = _grub.default_entry(grub_cfg or "")
     if entry is None:
-        raise ImageError("boot/grub/grub.cfg has no default entry: run the kernel and kernel_cmdline roles first")
+        raise ImageError("%s has no default entry: run the kernel and kernel_cmdline roles first" % cfg_name)
     installed = versions(packages)
     held = sorted(set(holds or ()))
     missing = [name for name in held if name not in installed]
@@ -74,14 +75,44 @@ def same_content(old, new):
     return bool(old) and old.get("content_hash") == new.get("content_hash") and content_hash(old) == old.get("content_hash")
 
 
+# The keys a manifest holds and their JSON types: a manifest edited by hand, or another file in its
+# place, is named as such instead of being compared key by key.
+_SHAPE = (("schema", int), ("profile", str), ("desired_hash", str), ("content_hash", str), ("desired", dict),
+          ("kernel", str), ("cmdline", list), ("holds", list), ("pins", dict), ("packages", dict),
+          ("built", str), ("rewashed", str))
+
+
+def shape_problems(manifest):
+    """Why ``manifest`` (parsed JSON) is not a manifest ``build`` makes: [] when every key it has is
+    of its type and the pins map names to versions."""
+    if not isinstance(manifest, dict):
+        return ["a JSON %s, not an object" % _json_type(manifest)]
+    problems = ["%s is a JSON %s" % (key, _json_type(manifest[key])) for key, kind in _SHAPE
+                if manifest.get(key) is not None and (not isinstance(manifest[key], kind) or isinstance(manifest[key], bool))]
+    pins = manifest.get("pins")
+    if isinstance(pins, dict) and not all(isinstance(v, str) for v in pins.values()):
+        problems.append("pins holds a version that is not a string")
+    return problems
+
+
+def _json_type(value):
+    for kind, name in ((bool, "boolean"), (dict, "object"), (list, "array"), (str, "string"), ((int, float), "number")):
+        if isinstance(value, kind):
+            return name
+    return "null" if value is None else type(value).__name__
+
+
 def differences(manifest, desired, packages=None, holds=None, verify=True):
     """Why a node booted from the image ``manifest`` is not (any more) what its profile asks: []
     when the image was built from the same desired state and every package it pinned is installed at
     that version and held. ``packages`` (``package_facts`` form) and ``holds`` are the node's now;
     None: not compared. ``verify``: the content hash must match the content (False for the facts
     key ``image``, which leaves the package list out)."""
-    if not manifest:
+    if manifest is None or manifest == {}:
         return ["no image manifest (/%s): not booted from a golden image" % MANIFEST]
+    problems = shape_problems(manifest)
+    if problems:
+        return ["/%s: not an image manifest (%s)" % (MANIFEST, "; ".join(problems))]
     reasons = []
     if verify and manifest.get("content_hash") != content_hash(manifest):
         reasons.append("/%s: content hash %s does not match its content (edited after the build)" % (

@@ -13,8 +13,10 @@ __metaclass__ = type
 
 import os
 
+from ansible_collections.gpufleet.provision.plugins.module_utils._node.fs import Root, WriteError, atomic_write
 from ansible_collections.gpufleet.provision.plugins.module_utils._os import packages as P
 from ansible_collections.gpufleet.provision.plugins.module_utils._os.packages import PinError
+from ansible_collections.gpufleet.provision.plugins.module_utils._os.state import parent_problem
 
 APT_ENV = {"DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C", "LANG": "C"}
 APT_INSTALL = ["apt-get", "install", "-y", "-q", "--allow-downgrades",
@@ -68,14 +70,30 @@ class Apt(_Backend):
     def preferences_path(self, set_name):
         return os.path.join(self.preferences_dir, "%s.pref" % set_name)
 
+    def check(self, set_name):
+        """Before anything is read or run: the preferences folder is a folder (or absent)."""
+        folder = self.preferences_dir
+        if not isinstance(folder, str) or not folder or "\x00" in folder:
+            raise PinError("preferences_dir %r: not a folder path" % (folder,))
+        problem = parent_problem(os.path.join(folder, "x"))
+        if problem:
+            raise PinError("preferences_dir %s: %s" % (folder, problem))
+        P.check_set_name(set_name)
+
     def preferences(self, set_name, resolved):
-        """(current content or None, wanted content)."""
-        path = self.preferences_path(set_name)
+        """(current content or None, wanted content). PinError naming the file when it is there but
+        not a readable regular text file (a folder, a FIFO, binary): it is never overwritten then."""
+        root = Root(self.preferences_dir)
+        name = "%s.pref" % set_name
+        data = root.read_bytes(name, optional=True)
+        if root.problems:
+            raise PinError("%s: %s" % (self.preferences_path(set_name), root.problems[0]["detail"]))
         try:
-            with open(path) as handle:
-                current = handle.read()
-        except (IOError, OSError):
-            current = None
+            current = None if data is None else data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise PinError("%s: not UTF-8 text (not an apt preferences file): not overwritten" % self.preferences_path(set_name))
+        if current is not None and "\x00" in current:
+            raise PinError("%s: binary content (a NUL byte): not overwritten" % self.preferences_path(set_name))
         return current, P.preferences_text(set_name, resolved)
 
     @staticmethod
@@ -95,15 +113,17 @@ class Apt(_Backend):
         return P.parse_apt_simulation(out)
 
     def apply(self, plan, set_name, resolved):
+        # the preferences file first: when it cannot be written, nothing else has changed
+        if plan["preferences"]:
+            path = self.preferences_path(set_name)
+            try:
+                os.makedirs(self.preferences_dir, exist_ok=True)
+                atomic_write(path, plan["preferences"][1], mode=0o644)
+            except (OSError, WriteError) as exc:
+                raise PinError(str(exc) if isinstance(exc, WriteError) else
+                               "%s: cannot make the folder (%s)" % (self.preferences_dir, exc.strerror or exc))
         if plan["unhold"]:
             self._call(["apt-mark", "unhold"] + plan["unhold"], "apt-mark unhold", env=APT_ENV)
-        if plan["preferences"]:
-            os.makedirs(self.preferences_dir, exist_ok=True)
-            path = self.preferences_path(set_name)
-            with open(path + ".tmp", "w") as handle:
-                handle.write(plan["preferences"][1])
-            os.chmod(path + ".tmp", 0o644)
-            os.rename(path + ".tmp", path)
         out = ""
         args = self._transaction(plan)
         if args:
@@ -145,6 +165,9 @@ class Dnf(_Backend):
     def held(self):
         return set(P.parse_versionlock(self._call(["dnf", "versionlock", "list", "-q"], "dnf versionlock list")))
 
+    def check(self, set_name):
+        P.check_set_name(set_name)
+
     def preferences(self, set_name, resolved):
         return None, None
 
@@ -170,6 +193,7 @@ class Dnf(_Backend):
 def converge(backend, pins, state, set_name, check_mode, update_cache=False):
     """Resolve (and for ``state=present`` apply) ``pins``. Returns the module result (no ``failed``)."""
     pins = P.normalize_pins(pins)
+    backend.check(set_name)
     if update_cache and not check_mode:
         backend.update()
     names = [p["name"] for p in pins]

@@ -346,19 +346,55 @@ def parse_rpm_query(text):
 
 # ---- rules ----------------------------------------------------------------------------------
 
+# What reaches apt's and dnf's argv and the apt preferences file (``Package: <name>``, ``Pin: version
+# <version>``): one word each, so nothing can add a line to the file or an option to a command.
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9+._:-]{0,127}\Z")
+_VERSION = re.compile(r"^[A-Za-z0-9.+~:_^*?\[\]-]{1,128}\Z")
+_PATTERN = re.compile(r"^[A-Za-z0-9+._:*?\[\]!-]{1,128}\Z")
+# apt reads a preferences.d file only when its name is letters, digits, '_', '-' and '.' (apt_preferences(5)).
+_SET_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,99}\Z")
+
+
+def check_set_name(set_name):
+    """Raise PinError unless ``set_name`` can name the preferences file ``<set_name>.pref``."""
+    if not isinstance(set_name, str) or not _SET_NAME.match(set_name):
+        raise PinError("set_name %r: not a pin set name (1 to 100 letters, digits, '_', '-', '.', not starting with '.'; "
+                       "it names the apt preferences file <set_name>.pref)" % (set_name,))
+    return set_name
+
+
+def _word(value, pattern, where, what):
+    if not isinstance(value, str) or not pattern.match(value):
+        raise PinError("%s %r: not %s" % (where, value, what))
+    return value
+
+
 def normalize_pins(pins):
-    """Check the pins' shape; returns [{name, version, replaces}] (names unique)."""
+    """Check the pins' shape and words; returns [{name, version, replaces}] (names unique). PinError
+    names the pin and the value: a name or version with a blank, a newline or a character no package
+    name or version has would add a line to the apt preferences file or an argument to a command."""
     out, seen = [], set()
-    for index, pin in enumerate(pins or []):
+    if not isinstance(pins, list):
+        raise PinError("pins %r: not a list of {name, version, replaces}" % (pins,))
+    for index, pin in enumerate(pins):
         if not isinstance(pin, dict) or not pin.get("name"):
             raise PinError("pins[%d]: a mapping with a name is required, got %r" % (index, pin))
-        name = str(pin["name"])
+        name = _word(pin["name"], _NAME, "pins[%d].name" % index,
+                     "a package name (letters, digits, '+', '.', '_', ':', '-')")
         if name in seen:
             raise PinError("pins[%d]: %s listed twice" % (index, name))
         seen.add(name)
         version = pin.get("version")
-        out.append({"name": name, "version": None if version in (None, "") else str(version),
-                    "replaces": [str(p) for p in (pin.get("replaces") or [])]})
+        if version not in (None, ""):
+            version = _word(str(version) if isinstance(version, (int, float)) and not isinstance(version, bool) else version,
+                            _VERSION, "pins[%d] (%s).version" % (index, name),
+                            "a package version (letters, digits, '.', '+', '~', ':', '_', '^', '-', patterns *?[])")
+        replaces = pin.get("replaces") or []
+        if not isinstance(replaces, list):
+            raise PinError("pins[%d] (%s).replaces %r: not a list of patterns" % (index, name, replaces))
+        for pattern in replaces:
+            _word(pattern, _PATTERN, "pins[%d] (%s).replaces" % (index, name), "a package name pattern")
+        out.append({"name": name, "version": None if version in (None, "") else version, "replaces": list(replaces)})
     return out
 
 

@@ -11,7 +11,8 @@ the next run skips the washing machine only when all of these still hold on the 
 - the desired state is the same (``desired``: a digest the controller makes of the profile, the role
   variables and the collection's own files, filter ``desired_digest``);
 - nothing provisioning writes or reads to decide has moved since (``files``: path, type, size,
-  mtime and mode of every file under ``MANAGED``; no content is read, so the check costs stats only);
+  mtime and mode of every file under ``MANAGED`` and under the paths role variables moved elsewhere,
+  ``managed_paths``; no content is read, so the check costs stats only);
 - the node has not booted since (``boot``: boot id and kernel release, read through the hardware root):
   a boot is where BIOS, kernel and command-line changes land, and run-time state is set anew;
 - and, checked after the stamp by the gate itself in the same call, every check that passed then
@@ -30,23 +31,48 @@ import hashlib
 import json
 import os
 import stat
-import tempfile
+
+from ansible_collections.gpufleet.provision.plugins.module_utils._node import fs as _fs
 
 SCHEMA = 1
 DEFAULT_PATH = "/var/lib/gpufleet/converged.json"
 
-# Relative to the OS root. What the roles write (GRUB sources and configuration, GRUB's saved entry,
-# apt/dnf pins and holds, the package databases, sysctl.d, modules-load.d, unit files, the pcie boot
-# script, the RoCE interface files, fstab, firmware images, the image manifest) and what they read to
-# decide. A path that does not exist counts as absent; its appearing later is a change.
+# Relative to the OS root. What the roles write at their default paths (GRUB sources and
+# configuration, GRUB's saved entry, apt/dnf pins and holds, the package databases, sysctl.d,
+# modules-load.d, unit files and the scripts they run, the pcie boot script, the RoCE interface files,
+# fstab, firmware images, the image manifest) and what they read to decide. A path that does not exist
+# counts as absent; its appearing later is a change. A role variable that moves a file elsewhere
+# (pcie_lib_dir, firmware_node_dir, storage_fstab, ...) adds its path through ``managed_paths``
+# (provision.yml passes them as validate_node's converged_paths). tests/unit/roles/
+# test_stamp_sees_role_writes.py fails when a role writes a path this list and those do not cover.
 MANAGED = (
     "etc/default/grub", "etc/default/grub.d", "boot/grub/grub.cfg", "boot/grub/grubenv",
     "boot/grub2/grub.cfg", "boot/grub2/grubenv", "etc/kernel/cmdline", "boot/loader/entries",
     "etc/apt/preferences.d", "var/lib/dpkg/status", "etc/dnf/plugins/versionlock.list", "var/lib/rpm",
     "etc/sysctl.d", "etc/modules-load.d", "etc/modprobe.d", "etc/systemd/system",
+    "usr/local/sbin/gpufleet-tuning", "usr/local/sbin/gpufleet-roce-qos",
     "etc/gpufleet", "usr/lib/gpufleet-pcie", "etc/netplan", "etc/network/interfaces",
     "etc/network/interfaces.d", "etc/fstab", "var/lib/gpufleet/firmware",
 )
+
+
+def managed_paths(extra=None):
+    """``MANAGED`` plus ``extra``, the paths role variables moved (absolute or relative to the OS
+    root), each once. Raises ValueError naming a path that is not one under the OS root (empty, the
+    root itself, or with a ``..`` component): the stamp would walk the whole disk, or outside it."""
+    out = list(MANAGED)
+    if extra is None:
+        return tuple(out)
+    if not isinstance(extra, (list, tuple)):
+        raise ValueError("converged_paths: must be a list of paths, got %r" % (extra,))
+    for path in extra:
+        rel = path.strip().strip("/") if isinstance(path, str) else ""
+        if not rel or rel == "." or ".." in rel.split("/") or "\0" in rel:
+            raise ValueError("converged_paths: %r is not a path under the OS root" % (path,))
+        rel = os.path.normpath(rel)
+        if rel not in out:
+            out.append(rel)
+    return tuple(out)
 
 
 class StampError(Exception):
@@ -94,20 +120,24 @@ def files_digest(os_root="/", managed=MANAGED, skip=None):
 
 
 def _read_text(path):
+    """Text of ``path`` or None, through the rooted reader: it never blocks (a FIFO at the stamp's
+    or the boot id's place would hang the converged question) and takes regular files only."""
+    root = _fs.Root(os.path.dirname(path) or ".")
+    data = root.read_bytes(os.path.basename(path), optional=True)
     try:
-        with open(path) as handle:
-            return handle.read().strip()
-    except (IOError, OSError):
+        return None if data is None else data.decode("utf-8").strip()
+    except UnicodeDecodeError:
         return None
 
 
-def state(desired, hardware_root="/", os_root="/", path=None):
-    """The node's stamp as of now (without ``passing``, which the gate adds); ``path``, where the
-    stamp lives, is left out of the files digest should it be put in a managed folder."""
+def state(desired, hardware_root="/", os_root="/", path=None, managed=MANAGED):
+    """The node's stamp as of now (without ``passing``, which the gate adds) over the ``managed``
+    paths (``managed_paths``); ``path``, where the stamp lives, is left out of the files digest
+    should it be put in a managed folder."""
     return {
         "schema": SCHEMA,
         "desired": desired,
-        "files": files_digest(os_root, skip=path),
+        "files": files_digest(os_root, managed, skip=path),
         "boot": {
             "boot_id": _read_text(os.path.join(hardware_root, "proc/sys/kernel/random/boot_id")),
             "kernel": _read_text(os.path.join(hardware_root, "proc/sys/kernel/osrelease")),
@@ -156,16 +186,18 @@ def read(path):
 
 
 def write(path, stamp):
-    """Write ``stamp`` at ``path`` atomically (its folder made, mode 0644). Raises StampError."""
+    """Write ``stamp`` at ``path`` atomically (fs.atomic_write: its folder made, mode 0644, no
+    temporary file left on failure). Raises StampError naming the path and the cause."""
     folder = os.path.dirname(path) or "."
     try:
         if not os.path.isdir(folder):
             os.makedirs(folder, 0o755)
-        fd, tmp = tempfile.mkstemp(prefix=".converged.", dir=folder)
-        with os.fdopen(fd, "w") as handle:
-            json.dump(stamp, handle, sort_keys=True, indent=1)
-            handle.write("\n")
-        os.chmod(tmp, 0o644)
-        os.rename(tmp, path)
+        text = json.dumps(stamp, sort_keys=True, indent=1) + "\n"
     except (IOError, OSError) as exc:
-        raise StampError("converged stamp %s: cannot be written: %s" % (path, exc))
+        raise StampError("converged stamp %s: cannot be written: %s" % (path, exc.strerror or exc))
+    except (TypeError, ValueError) as exc:
+        raise StampError("converged stamp %s: cannot be written, not JSON: %s" % (path, exc))
+    try:
+        _fs.atomic_write(path, text, mode=0o644)
+    except _fs.WriteError as exc:
+        raise StampError("converged stamp %s" % exc)

@@ -17,8 +17,11 @@ import re
 
 from ansible_collections.gpufleet.provision.plugins.module_utils._os import cmdline as _cmdline
 from ansible_collections.gpufleet.provision.plugins.module_utils._os import grub as _grub
-from ansible_collections.gpufleet.provision.plugins.module_utils._node.fs import Root
+from ansible_collections.gpufleet.provision.plugins.module_utils._node.fs import Root, WriteError, atomic_write
 from ansible_collections.gpufleet.provision.plugins.module_utils._node.parsers import natural_key
+
+
+_RELEASE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+~-]{0,63}\Z")
 
 
 class OsLayerError(Exception):
@@ -31,19 +34,28 @@ def _fail_on(fs, start=0):
         raise OsLayerError("; ".join("%s: %s (%s)" % (fs.join(p["path"]), p["detail"], p["kind"]) for p in bad))
 
 
+def _source_text(fs, rel, data):
+    try:
+        return _grub.check_text(rel, data)
+    except _grub.GrubError as exc:
+        raise OsLayerError("%s (%s)" % (exc, fs.join(rel)))
+
+
 def read_sources(fs):
-    """[(rel, text)] in the order update-grub sources them. Raises OsLayerError naming the path."""
+    """[(rel, text)] in the order update-grub sources them. Raises OsLayerError naming the path when
+    one is missing, unreadable, not a regular file, not text, or not something update-grub could
+    source as we read it (``grub.check_text``): such a file is never edited."""
     text = fs.read_bytes(_grub.MAIN, optional=True)
     _fail_on(fs)
     if text is None:
         raise OsLayerError("%s: missing (the GRUB sources start there; not a GRUB system?)" % fs.join(_grub.MAIN))
-    sources = [(_grub.MAIN, text.decode("utf-8", "replace"))]
+    sources = [(_grub.MAIN, _source_text(fs, _grub.MAIN, text))]
     for name in fs.listdir(_grub.DROPINS):
         if name.endswith(".cfg"):
             rel = _grub.DROPINS + "/" + name
             data = fs.read_bytes(rel)
             if data is not None:
-                sources.append((rel, data.decode("utf-8", "replace")))
+                sources.append((rel, _source_text(fs, rel, data)))
     _fail_on(fs)
     return sources
 
@@ -136,11 +148,72 @@ def default_plan(state):
     return {"regenerate": True, "set_default": "release", "next": release}
 
 
-def write_file(module, path, text):
-    """Replace ``path`` atomically, keeping its mode (0644 for a new file)."""
-    mode = os.stat(path).st_mode & 0o7777 if os.path.exists(path) else 0o644
-    tmp = path + ".gpufleet-new"
-    with open(tmp, "w") as handle:
-        handle.write(text)
-    module.atomic_move(tmp, path)
-    os.chmod(path, mode)
+def path_problem(params, names):
+    """The first of ``names`` (path options) whose value no path can be, as "option 'value': why";
+    None when all can be. A NUL byte makes every file call raise ValueError, not OSError."""
+    for name in names:
+        value = params.get(name)
+        if isinstance(value, str) and "\x00" in value:
+            return "%s %r: a NUL byte cannot be in a path" % (name, value)
+    return None
+
+
+def check_program(argv, find):
+    """Raise OsLayerError unless the program of ``argv`` can run: an executable file when it is a
+    path, else found by ``find(name)`` (AnsibleModule.get_bin_path). Asked before any source is
+    edited, so a node without update-grub is refused with its sources as they were."""
+    name = argv[0] if argv else ""
+    if not name or name != name.strip() or "\x00" in name:
+        raise OsLayerError("regenerate %r: no program to run" % (argv,))
+    if "/" in name:
+        found = name if os.path.isfile(name) and os.access(name, os.X_OK) else None
+    else:
+        found = find(name)
+    if not found:
+        raise OsLayerError("%s: not found or not executable (regenerate %s): nothing edited"
+                           % (name, " ".join(argv)))
+
+
+def check_release(release):
+    """Raise OsLayerError unless ``release`` is one kernel release (it names ``boot/vmlinuz-<release>``)."""
+    if not isinstance(release, str) or not _RELEASE.match(release):
+        raise OsLayerError("kernel release %r: not a kernel release (letters, digits, '.', '-', '_', '+', '~'; "
+                           "at most 64 characters)" % (release,))
+
+
+def parent_problem(path):
+    """Why a file cannot be made at ``path`` as its folders stand (None when it can be tried): the
+    nearest existing ancestor is not a folder. Asked in check mode too, so it predicts the failure."""
+    existing = os.path.dirname(os.path.abspath(path))
+    while not os.path.lexists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        return "%s is not a folder" % existing
+    return None
+
+
+def write_file(path, text):
+    """Replace ``path`` atomically (fs.atomic_write: its mode kept, 0644 for a new file); OsLayerError
+    naming the path when it cannot be written (nothing changed then)."""
+    try:
+        atomic_write(path, text)
+    except WriteError as exc:
+        raise OsLayerError(str(exc))
+
+
+def write_sources(fs, changed, sources):
+    """Write ``changed`` ({rel: text}) under ``fs``, all or none: when one cannot be written, the
+    ones written before it get their text of ``sources`` back and OsLayerError names the path."""
+    before = dict(sources)
+    done = []
+    for rel, text in sorted(changed.items()):
+        try:
+            atomic_write(fs.join(rel), text)
+        except WriteError as exc:
+            for old in reversed(done):
+                try:
+                    atomic_write(fs.join(old), before[old])
+                except WriteError as again:
+                    raise OsLayerError("%s; and %s could not be restored: %s" % (exc, old, again))
+            raise OsLayerError("%s%s" % (exc, "; restored %s" % ", ".join(done) if done else ""))
+        done.append(rel)

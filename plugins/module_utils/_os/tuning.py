@@ -34,6 +34,33 @@ class TuningError(Exception):
     """A setting that cannot be made; the message names the path and the cause."""
 
 
+# A cpufreq governor as the kernel names them (performance, powersave, schedutil, ondemand, ...):
+# it goes into a sysfs file and the boot script, so nothing else is taken.
+_GOVERNOR = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+
+
+def validate(hugepages=None, governor=None):
+    """The options the planners take, checked: {size kB (str): count (int)}; TuningError naming the
+    option and the value for a page size or count that is not a whole number (count 0 or more), or
+    a governor that is not a governor's name."""
+    pools = {}
+    if not isinstance(hugepages or {}, dict):
+        raise TuningError("hugepages: must be a mapping of page size in kB to page count, got %r" % (hugepages,))
+    for size, count in (hugepages or {}).items():
+        key = str(size).strip()
+        if isinstance(size, bool) or not re.match(r"^[1-9][0-9]{0,9}$", key):
+            raise TuningError("hugepages: %r is not a page size in kB (for example 2048 or 1048576)" % (size,))
+        text = str(count).strip()
+        if isinstance(count, bool) or not re.match(r"^[0-9]{1,10}(\.0)?$", text):
+            raise TuningError("hugepages.%s: %r is not a page count (a whole number, 0 or more)" % (key, count))
+        if key in pools:
+            raise TuningError("hugepages: page size %s kB given twice" % key)
+        pools[key] = int(float(text))
+    if governor is not None and not _GOVERNOR.match(governor):
+        raise TuningError("governor: %r is not a cpufreq governor name (for example performance)" % (governor,))
+    return pools
+
+
 def _sh_quote(text):
     return "'" + text.replace("'", "'\\''") + "'"
 

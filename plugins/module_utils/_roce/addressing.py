@@ -17,7 +17,10 @@ Subnets (docs/profile.md "roce"):
   host's SU is ``index // su_size``, its place in the SU ``index % su_size``. Each rail interface gets
   one route, to its rail's block, via its subnet's gateway: rail traffic stays on its rail.
 - explicit (``rails: [{rail, subnet, su, gateway}]``): the site's own plan; routed when the entries
-  name SUs (the route per rail: its subnets merged, ``netaddr.cidr_merge``).
+  name SUs (the routes per rail: its subnets merged, ``netaddr.cidr_merge``).
+
+A route never goes to the interface's own subnet (the kernel's connected route; ``ip route replace``
+would send the subnet's own traffic to the gateway): a merged block equal to it is left out.
 
 The host at place p gets ``subnet + host_offset + p``; ``host_offset`` defaults to 2 when the subnet's
 first address is the gateway, else 1; a gateway above host_offset (``.254``) ends the host range.
@@ -70,14 +73,31 @@ def _need_netaddr():
                               "routes (requirements.txt)")
 
 
+# A dotted quad holds ASCII digits only: str.isdigit() and int() also take other scripts' digits
+# ('10.0.0.\u0661' would read as 10.0.0.1, '\u00b2' passes isdigit and int() then raises).
+_QUAD_CHARS = frozenset("0123456789.")
+_CIDR_CHARS = _QUAD_CHARS | frozenset("/")
+
+
+def _check_chars(where, text, allowed, form):
+    """A clear error for text holding any other character than ``allowed`` (naming the value and the character)."""
+    bad = [c for c in text if c not in allowed]
+    if bad:
+        raise AddressingError("%s: %r is not %s: %r is not an ASCII digit" % (where, text, form, bad[0]))
+
+
 def parse_subnet(where, text):
     """'10.64.0.0/20' -> (first, prefix); IPv4, CIDR form, no host bits."""
+    form = "an IPv4 subnet in CIDR form (10.64.0.0/20)"
     if isinstance(text, str) and ":" in text:
         raise AddressingError("%s: %s is IPv6; rail addressing plans IPv4 (RoCE v2 IPv4 GIDs)" % (where, text))
-    address, _slash, prefix = text.partition("/") if isinstance(text, str) else ("", "", "")
+    if not isinstance(text, str):
+        raise AddressingError("%s: %r is not %s" % (where, text, form))
+    _check_chars(where, text.strip(), _CIDR_CHARS, form)
+    address, _slash, prefix = text.strip().partition("/")
     value = _ipv4_int(address)
     if value is None or not prefix.isdigit() or int(prefix) > 32:
-        raise AddressingError("%s: %r is not an IPv4 subnet in CIDR form (10.64.0.0/20)" % (where, text))
+        raise AddressingError("%s: %r is not %s" % (where, text, form))
     first = value & ~(_size(int(prefix)) - 1)
     if first != value:
         raise AddressingError("%s: %s has host bits set (the subnet is %s)" % (where, text, _cidr(first, int(prefix))))
@@ -85,7 +105,9 @@ def parse_subnet(where, text):
 
 
 def parse_address(where, text):
-    value = _ipv4_int(text)
+    if isinstance(text, str):
+        _check_chars(where, text.strip(), _QUAD_CHARS, "an IPv4 address")
+    value = _ipv4_int(text) if isinstance(text, str) else None
     if value is None:
         raise AddressingError("%s: %r is not an IPv4 address" % (where, text))
     return value
@@ -128,8 +150,14 @@ class Plan(object):
     def routes(self, rail, subnet):
         if not self.per_su or subnet.gateway is None:
             return []
+        # Never a route to the interface's own subnet: the kernel made that one (connected, scope
+        # link) and `ip route replace` would turn it into a route via the gateway. When the rail's
+        # subnets merge into blocks, the block holding the own subnet is kept (the connected route is
+        # longer and wins); a subnet that merged with none is the own one here, and is left out.
         via = dotted(subnet.gateway)
-        return [{"to": _cidr(first, prefix), "via": via} for first, prefix in self.route_cidrs[rail]]
+        own = (subnet.first, subnet.prefix)
+        return [{"to": _cidr(first, prefix), "via": via} for first, prefix in self.route_cidrs[rail]
+                if (first, prefix) != own]
 
     def capacity(self, subnet):
         """How many hosts fit in a subnet: from host_offset up to the broadcast address, or up to the
@@ -280,7 +308,7 @@ def _check_fits(result, subnets):
 
 def host_index(host, value, key=DEFAULT_KEY):
     """The host's stable index from its host variable: an integer >= 0 (a digit string from INI is fine)."""
-    if isinstance(value, str) and value.strip().isdigit():
+    if isinstance(value, str) and value.strip().isdigit() and value.strip().isascii():
         value = int(value.strip())
     if value is None or value == "":
         raise AddressingError("host %s: host variable %s is not set (the stable index %s.key names)" % (host, key, WHERE))
@@ -291,9 +319,13 @@ def host_index(host, value, key=DEFAULT_KEY):
 
 def _pinned(plan_, host, pinned):
     """{rail: address} a host pins (host variable roce_rail_addresses), as {int rail: int address}."""
+    if pinned is not None and not isinstance(pinned, dict):
+        raise AddressingError("host %s: host variable roce_rail_addresses must be a mapping of rail number to "
+                              "address ({0: 10.64.0.9}), got %s %r" % (host, type(pinned).__name__, pinned))
     out = {}
     for rail, address in (pinned or {}).items():
-        number = int(rail) if str(rail).isdigit() else None
+        text = str(rail)
+        number = int(text) if text.isdigit() and text.isascii() and not isinstance(rail, bool) else None
         if number is None or number >= plan_.rails:
             raise AddressingError("host %s: pinned address for rail %r: no such rail (0-%d)" % (host, rail, plan_.rails - 1))
         out[number] = parse_address("host %s rail %d pinned address" % (host, number), address)

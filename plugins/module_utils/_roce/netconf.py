@@ -24,6 +24,14 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import re
+
+from ansible_collections.gpufleet.provision.plugins.module_utils._node.parsers import ipv4_int
+
+try:
+    import yaml
+except ImportError:   # pragma: no cover - a node without PyYAML (netplan needs it)
+    yaml = None
 
 NETPLAN_FILE = "etc/netplan/60-gpufleet-roce.yaml"
 IFUPDOWN_FILE = "etc/network/interfaces.d/gpufleet-roce"
@@ -34,6 +42,123 @@ STYLES = ("netplan", "ifupdown")
 
 class NetconfError(ValueError):
     """A rail that cannot be written or read; the message names the interface and the cause."""
+
+
+# Linux dev_valid_name: 1 to IFNAMSIZ - 1 (15) bytes, no '/', ':' or blank; narrower here, so a name
+# is one plain word in netplan YAML, ifupdown, ip's argv and a sysfs path.
+_IFNAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,14}\Z")
+_QUAD = re.compile(r"^[0-9]{1,3}(?:\.[0-9]{1,3}){3}\Z")
+_DIGITS = re.compile(r"^[0-9]{1,9}\Z")
+MTU_RANGE = (68, 9978)   # IPv4's minimum; mlx5's largest
+
+
+def check_interface(name, where="interface"):
+    """Raise NetconfError naming ``where`` and ``name`` unless it is a network interface name."""
+    if not isinstance(name, str) or not _IFNAME.match(name) or name in (".", ".."):
+        raise NetconfError("%s %r: not a network interface name (1 to 15 letters, digits, '_', '.', '-'; "
+                           "Linux IFNAMSIZ)" % (where, name))
+    return name
+
+
+def _ipv4(text, label, what, prefix):
+    """``text`` as a dotted quad (``prefix``: with /1 to /32), else NetconfError naming it."""
+    address, sep, length = text.partition("/") if isinstance(text, str) else ("", "", "")
+    ok = bool(_QUAD.match(address)) and ipv4_int(address) is not None and bool(sep) == prefix
+    if ok and prefix:
+        ok = bool(_DIGITS.match(length)) and len(length) <= 2 and 1 <= int(length) <= 32
+    if not ok:
+        raise NetconfError("%s: %s %r: not an IPv4 %s" % (label, what, text, "address/prefix (10.64.0.2/20)" if prefix else
+                                                          "address (10.64.0.1)"))
+    return text
+
+
+def _mtu(value, label):
+    if isinstance(value, str) and _DIGITS.match(value):
+        value = int(value)
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and MTU_RANGE[0] <= value <= MTU_RANGE[1]):
+        return value
+    raise NetconfError("%s: mtu %r: not an MTU (a whole number from %d to %d)" % (label, value, MTU_RANGE[0], MTU_RANGE[1]))
+
+
+def check_rails(rails):
+    """The rails of a host plan, checked before anything is read, written or run: interface names,
+    addresses, MTUs and routes that will be written into netplan YAML, ifupdown text and ``ip``'s
+    argv. Returns them with ``mtu`` as an integer; NetconfError names the rail, interface and value."""
+    out = []
+    for index, rail in enumerate(rails or []):
+        label = "rail %s" % (rail.get("rail") if isinstance(rail, dict) and rail.get("rail") is not None else index)
+        if not isinstance(rail, dict):
+            raise NetconfError("%s: %r is not a mapping" % (label, rail))
+        name = rail.get("interface")
+        if name:
+            label += " (interface %s)" % name if _IFNAME.match(str(name)) else ""
+            check_interface(name, "%s: interface" % label)
+        rail = dict(rail, mtu=_mtu(rail.get("mtu"), label))
+        if rail.get("cidr") is not None:
+            _ipv4(rail["cidr"], label, "cidr", True)
+        routes = rail.get("routes") or []
+        if not isinstance(routes, list):
+            raise NetconfError("%s: routes %r: not a list of {to, via}" % (label, routes))
+        for route in routes:
+            if not isinstance(route, dict) or set(route) != {"to", "via"}:
+                raise NetconfError("%s: route %r: not a mapping of exactly to and via" % (label, route))
+            _ipv4(route["to"], label, "route to", True)
+            _ipv4(route["via"], label, "route via", False)
+        out.append(rail)
+    _checked(out)
+    return out
+
+
+def netplan_data(rails):
+    """What ``netplan(rails)`` must read back as (the YAML's data): a written file is checked against it."""
+    ethernets = {}
+    for rail in _checked(rails):
+        entry = {"dhcp4": False, "dhcp6": False, "accept-ra": False}
+        if rail.get("cidr"):
+            entry["addresses"] = [rail["cidr"]]
+        if rail.get("mtu"):
+            entry["mtu"] = rail["mtu"]
+        if rail.get("routes"):
+            entry["routes"] = [{"to": r["to"], "via": r["via"]} for r in rail["routes"]]
+        ethernets[rail["interface"]] = entry
+    return {"network": {"version": 2, "ethernets": ethernets}}
+
+
+def netplan_validator(rails):
+    """A ``validate(text)`` for fs.atomic_write: ValueError unless the text parses as YAML and gives
+    exactly ``netplan_data(rails)`` (no key or value the YAML took for something else)."""
+    wanted = netplan_data(rails)
+
+    def validate(text):
+        if yaml is None:   # netplan itself needs PyYAML; without it, the checked rails are the guard
+            return
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ValueError("not YAML: %s" % exc)
+        if data != wanted:
+            raise ValueError("the YAML does not read back as the planned rails (%r, planned %r)" % (data, wanted))
+    return validate
+
+
+def ifupdown_validator(rails):
+    """A ``validate(text)`` for fs.atomic_write: ValueError unless every line of the text is the header,
+    a stanza line (``auto``, ``iface``) of a planned interface, or an indented option of it."""
+    names = set(r["interface"] for r in rails)
+
+    def validate(text):
+        stanzas = set()
+        for number, line in enumerate(text.splitlines(), 1):
+            words = line.split()
+            if not words or line.startswith("#") or (line.startswith("    ") and stanzas):
+                continue
+            if words[0] in ("auto", "iface") and len(words) in (2, 4) and words[1] in names:
+                stanzas.add(words[1])
+                continue
+            raise ValueError("line %d %r is not part of a planned interface's stanza" % (number, line))
+        if stanzas != names:
+            raise ValueError("stanzas for %s, planned %s" % (sorted(stanzas), sorted(names)))
+    return validate
 
 
 def _checked(rails):
@@ -113,11 +238,17 @@ def parse_ip_addr(name, text):
         data = json.loads(text or "[]")
     except ValueError:
         raise NetconfError("interface %s: ip -j addr printed no JSON: %r" % (name, (text or "")[:200]))
-    link = next((item for item in data if isinstance(item, dict) and item.get("ifname") == name), None)
+    link = next((item for item in data if isinstance(item, dict) and item.get("ifname") == name), None) \
+        if isinstance(data, list) else None
     if link is None:
         raise NetconfError("interface %s: no such network interface on the node" % name)
-    addresses = ["%s/%s" % (a["local"], a["prefixlen"]) for a in link.get("addr_info") or []
-                 if a.get("family") == "inet" and a.get("scope", "global") == "global"]
+    infos = link.get("addr_info") or []
+    if not isinstance(infos, list) or not all(isinstance(a, dict) for a in infos) or \
+            not isinstance(link.get("flags") or [], list):
+        raise NetconfError("interface %s: ip -j addr printed an unexpected shape: %r" % (name, (text or "")[:200]))
+    addresses = ["%s/%s" % (a.get("local"), a.get("prefixlen")) for a in infos
+                 if a.get("family") == "inet" and a.get("scope", "global") == "global" and a.get("local")
+                 and a.get("prefixlen") is not None]
     return {"mtu": link.get("mtu"), "up": "UP" in (link.get("flags") or []), "addresses": addresses}
 
 
@@ -127,10 +258,12 @@ def parse_ip_routes(name, text):
         data = json.loads(text or "[]")
     except ValueError:
         raise NetconfError("interface %s: ip -j route printed no JSON: %r" % (name, (text or "")[:200]))
+    if not isinstance(data, list) or not all(isinstance(route, dict) for route in data):
+        raise NetconfError("interface %s: ip -j route printed an unexpected shape: %r" % (name, (text or "")[:200]))
     out = {}
     for route in data:
         dst = route.get("dst")
-        if dst and dst != "default" and route.get("gateway"):
+        if isinstance(dst, str) and dst and dst != "default" and route.get("gateway"):
             out[dst if "/" in dst else dst + "/32"] = route["gateway"]
     return out
 

@@ -54,6 +54,62 @@ class QosError(ValueError):
     """QoS that cannot be read or made; the message names the interface and the cause."""
 
 
+# The keys of the desired area roce_qos, each (check, what it must be): every one is written into
+# mlnx_qos's argv, sysfs and configfs, and the boot script.
+_PFC = re.compile(r"^[01](?:,[01]){7}\Z")
+
+
+def _whole(low, high):
+    def check(value):
+        if isinstance(value, str) and re.match(r"^[0-9]{1,9}\Z", value):
+            value = int(value)
+        if isinstance(value, int) and not isinstance(value, bool) and low <= value <= high:
+            return value
+        raise ValueError
+    return check, "a whole number from %d to %d" % (low, high)
+
+
+def _one_of(*choices):
+    def check(value):
+        if value in choices and isinstance(value, type(choices[0])):
+            return value
+        raise ValueError
+    return check, " or ".join(repr(c) for c in choices)
+
+
+def _flags_text(value):
+    if isinstance(value, str) and _PFC.match(value):
+        return value
+    raise ValueError
+
+
+QOS_KEYS = {"trust": _one_of("dscp", "pcp"), "dscp": _whole(0, 63), "pfc_priority": _whole(0, 7),
+            "pfc": (_flags_text, "8 flags 0/1 apart by commas (0,0,0,1,0,0,0,0)"), "ecn": _one_of(True, False),
+            "tos": _whole(0, 255)}
+
+
+def check_qos(qos):
+    """The QoS of the desired area ``roce_qos`` checked before anything is read or written: every key
+    there, of its type and range, no other. Returns it with whole numbers as int (None stays None);
+    QosError names the key and the value."""
+    if qos is None:
+        return None
+    if not isinstance(qos, dict):
+        raise QosError("qos %r: not a mapping (the desired area roce_qos)" % (qos,))
+    unknown = sorted(str(k) for k in qos if k not in QOS_KEYS)
+    if unknown:
+        raise QosError("qos: unknown key %s (known: %s)" % (", ".join(unknown), ", ".join(sorted(QOS_KEYS))))
+    out = {}
+    for key, (check, what) in sorted(QOS_KEYS.items()):
+        if key not in qos:
+            raise QosError("qos: key %s missing (the desired area roce_qos gives %s)" % (key, ", ".join(sorted(QOS_KEYS))))
+        try:
+            out[key] = check(qos[key])
+        except ValueError:
+            raise QosError("qos.%s %r: not %s" % (key, qos[key], what))
+    return out
+
+
 def parse_mlnx_qos(text):
     """``mlnx_qos -i <if>`` -> {dcbx, trust, pfc: [8 x 0/1] or None, dscp2prio: {dscp: prio}}.
 

@@ -59,7 +59,7 @@ def test_the_tarball_has_no_lab_and_no_lab_password(tmp_path):
         for member in tar.getmembers():
             if member.isfile():
                 assert password.encode() not in tar.extractfile(member).read(), member.name
-    assert not [n for n in names if n.startswith(("lab/", "inventories/lab", "tests/", "molecule/", "collections/", ".ci/"))]
+    assert not [n for n in names if n.startswith(("lab/", "inventories/lab", "tests/", "extensions/", "collections/", ".ci/"))]
     assert "docs/lab.md" not in names and not [n for n in names if n.startswith("changelogs/fragments/lab-")]
     for needed in ("LICENSE", "README.md", "roles/bios/README.md", "roles/validate/README.md", "roles/fabric/README.md",
                    "roles/reboot/README.md", "playbooks/summary.yml", "plugins/callback/failures.py",
@@ -89,7 +89,7 @@ def test_the_example_inventory_parses_and_gives_each_class_its_profile(tmp_path)
     for host, profile in (("gpu001", "hgx-h100"), ("gpu033", "hgx-h200")):
         proc = subprocess.run([os.path.join(BIN, "ansible"), "-i", os.path.join(REPO, "inventories", "example"), host,
                                "-m", "ansible.builtin.debug", "-a",
-                               "msg={{ [validate_profile, bios_settings.snc, gpufleet_bmc_address, validate_report_dir] }}"],
+                               "msg={{ [gpufleet_profile, (lookup('gpufleet.provision.profile', gpufleet_profile)).bios.settings.snc, gpufleet_bmc_address, validate_report_dir] }}"],
                               env=_env(), capture_output=True, text=True, timeout=120, cwd=REPO)
         assert proc.returncode == 0 and profile in proc.stdout and "snc4" in proc.stdout, proc.stdout + proc.stderr
         assert "/srv/gpufleet/gate" in proc.stdout

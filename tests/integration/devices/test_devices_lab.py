@@ -11,6 +11,7 @@ flint and nvme stand-ins acting on the twin's rendered hardware view, lab/repo/f
 Check mode first each time (predicts, changes nothing), a second run after the reboot changes
 nothing and asks for no reboot.
 """
+import hashlib
 import json
 import os
 
@@ -168,6 +169,12 @@ def lab_image(lab, name, text):
     return path
 
 
+def node_name(src, checksum=""):
+    """An image's file name on the node (roles/firmware/tasks/images.yml): a short digest of its source
+    and declared checksum before its own name."""
+    return hashlib.sha256(("%s %s" % (src, checksum)).encode()).hexdigest()[:12] + "-" + os.path.basename(src)
+
+
 def test_firmware_refuses_a_wrong_psid_then_flashes_to_the_minimum(lab):
     path = profile(lab, "hgx-h100", firmware={"nic": {"MT4129": "28.40.1000"}, "nvme": {"SAMSUNG MZWLR3T8HBLS": "MPK7526Q"}})
     wrong = lab_image(lab, "fw-cx6dx.bin", "GPUFLEET-LAB-FW kind=nic psid=MT_0000000359 version=28.40.1000")
@@ -182,7 +189,8 @@ def test_firmware_refuses_a_wrong_psid_then_flashes_to_the_minimum(lab):
     extra = {"gpufleet_profile": path, "firmware_images": [{"type": "nic", "src": wrong, "psid": "MT_0000000838"}, nvme_image]}
     proc, _ = run_role(lab, "twin1", "firmware", extra, expect_ok=False)
     assert proc.returncode != 0
-    assert "image /var/lib/gpufleet/firmware/fw-cx6dx.bin is for PSID MT_0000000359, the device is PSID MT_0000000838: refused" in proc.stdout
+    assert "image /var/lib/gpufleet/firmware/%s is for PSID MT_0000000359, the device is PSID MT_0000000838: refused" \
+        % node_name(wrong) in proc.stdout
     # refused by the preflight's check pass: the flashing pass of main never started
     assert "NIC firmware]" in proc.stdout.split("is for PSID")[0].rsplit("TASK [", 1)[-1]
     assert "Check every device against the images" in proc.stdout and "Flash what is below the minimum" not in proc.stdout
@@ -192,7 +200,7 @@ def test_firmware_refuses_a_wrong_psid_then_flashes_to_the_minimum(lab):
     # check mode: the wrong image of the last run is staged on the node already, the good one is not:
     # predicted from the controller's list (read in the real run), nothing burnt
     proc, requests = run_role(lab, "twin1", "firmware", extra, check=True, diff=True)
-    assert "mlx5_0 28.39.1002 below the minimum 28.40.1000: would flash /var/lib/gpufleet/firmware/fw-cx7.bin" in proc.stdout
+    assert "mlx5_0 28.39.1002 below the minimum 28.40.1000: would flash /var/lib/gpufleet/firmware/%s" % node_name(good) in proc.stdout
     assert "-nvme0 next boot: MPK7525Q" in proc.stdout and "+nvme0 next boot: MPK7526Q" in proc.stdout
     assert len(requests) == 12
     assert "FW Version(Running)" not in lab.ssh("twin1", "flint -d 0000:19:00.0 q").stdout

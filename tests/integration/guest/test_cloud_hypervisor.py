@@ -2,7 +2,7 @@
 same CPUs, zones and devices as the plan.
 
 cloud-hypervisor is not packaged for Debian; its REST API's OpenAPI 3.0 description
-(../shared/realdata/cloud-hypervisor/cloud-hypervisor.yaml, Apache-2.0) is: ``vm_config(plan)``
+(tests/fixtures/realdata/cloud-hypervisor/cloud-hypervisor.yaml, Apache-2.0) is: ``vm_config(plan)``
 is validated against its ``VmConfig`` component with openapi-schema-validator (OAS 3.0 rules and
 formats). The published schema leaves objects open (no ``additionalProperties: false``): a
 misspelled key such as ``host_numa_nod`` would pass it and be ignored by the VMM, silently losing
@@ -19,9 +19,9 @@ import yaml
 from ansible_collections.gpufleet.provision.plugins.module_utils._guest.cloud_hypervisor import cli_args, vm_config
 from ansible_collections.gpufleet.provision.tests.integration.guest.conftest import MINI_OPTIONS, REPO
 
-openapi_schema_validator = pytest.importorskip("openapi_schema_validator", reason="pip install openapi-schema-validator")
+import openapi_schema_validator  # noqa: E402  (requirements-test.txt)
 
-SHARED = os.path.join(os.path.dirname(REPO), "shared")
+REALDATA = os.path.join(REPO, "tests", "fixtures", "realdata")
 # (tree, requests, options): every request size on the reference node, and the bootable model
 CASES = [
     ("guest-mini", [{"name": "g2", "gpus": 2}], MINI_OPTIONS),
@@ -49,9 +49,7 @@ def _closed(schema):
 @pytest.fixture(scope="module")
 def validators():
     """{"published": validator, "closed": validator} for cloud-hypervisor's VmConfig."""
-    path = os.path.join(SHARED, "realdata", "cloud-hypervisor", "cloud-hypervisor.yaml")
-    if not os.path.exists(path):
-        pytest.skip("%s is absent beside this checkout: cloud-hypervisor's API schema not available" % path)
+    path = os.path.join(REALDATA, "cloud-hypervisor", "cloud-hypervisor.yaml")
     with open(path) as handle:
         spec = yaml.safe_load(handle)
     out = {}

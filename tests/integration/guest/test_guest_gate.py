@@ -37,7 +37,7 @@ def booted():
     for tool in ("qemu-system-x86_64", "cpio"):
         if not shutil.which(tool):
             pytest.skip("needs %s (apt-get install qemu-system-x86 cpio, or .ci/deps.sh)" % tool)
-    boot = pytest.importorskip("lab.guest.boot", reason="the lab's guest harness (lab/guest) is not in this checkout")
+    from lab.guest import boot
     host = tempfile.mkdtemp(prefix="gpufleet-guest-gate-host-")
     guest = tempfile.mkdtemp(prefix="gpufleet-guest-gate-")
     try:

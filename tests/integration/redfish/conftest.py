@@ -20,8 +20,6 @@ BUILD = os.path.join(REPO, ".build")
 USER = "fleetadmin"
 PASSWORD = "Pw-4-lab-BMC-never-logged"
 
-pytest.importorskip("sushy_tools", reason="sushy-tools is not installed: pip install -r requirements-test.txt")
-
 
 def free_port():
     with socket.socket() as sock:

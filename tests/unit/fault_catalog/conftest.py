@@ -72,7 +72,7 @@ def reference_profile():
 
 def nvidia_smi_q(gpus, state="Completed", host_max=None, persistence=None, reasons=None, ecc=None, remap=None):
     """``nvidia-smi -q`` as driver 550 prints it (trimmed to the blocks the checks read; the layout
-    of ../shared/realdata/gpu-node/hgx-h100/nvidia-smi-q.535.183.01.txt). Per-GPU overrides:
+    of tests/fixtures/realdata/gpu-node/hgx-h100/nvidia-smi-q.535.183.01.txt). Per-GPU overrides:
     persistence {pci: "Disabled"}, reasons {pci: [reason, ...] Active}, ecc {pci: DRAM Uncorrectable
     count}, remap {pci: (pending, failure)}."""
     host_max = host_max or {}
@@ -392,7 +392,5 @@ _ACS_BITS = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "E
 def tree(unpacked_tree):
     """tree(name) -> a Node over a fresh copy of tests/fixtures/trees/<name>.ttar."""
     def _make(name="hgx-h100-ref"):
-        if not os.path.exists(os.path.join(TREES, name + ".ttar")):
-            pytest.skip("fixture tree %s.ttar is absent (tests/fixtures/trees, made by lab/hw/render.py)" % name)
         return Node(unpacked_tree(name), profile=roce_profile() if "roce" in name else None)
     return _make

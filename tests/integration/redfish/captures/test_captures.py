@@ -1,4 +1,4 @@
-"""redfish_bios and redfish_power against real BMC captures (../shared/realdata/redfish), served over
+"""redfish_bios and redfish_power against real BMC captures (tests/fixtures/realdata/redfish), served over
 HTTPS on 127.0.0.1 by the tests' own server (conftest.py): check mode, apply, re-run while pending,
 reset, verify, unknown name, value not in the registry, and an unknown Manufacturer.
 

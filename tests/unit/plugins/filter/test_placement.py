@@ -81,7 +81,7 @@ def test_su_tier_splits_one_block_at_most():
 def test_bad_arguments_are_clear():
     with pytest.raises(AnsibleFilterError, match="expected the fabric.json document"):
         fabric_place({"schema": 1}, 2)
-    with pytest.raises(AnsibleFilterError, match="node count must be a number"):
+    with pytest.raises(AnsibleFilterError, match="node count must be a whole number, got"):
         fabric_place({}, "many")
     with pytest.raises(AnsibleFilterError, match="node count must be a whole number of 1 or more"):
         fabric_place({"nodes": {}, "blocks": []}, 0)

@@ -43,7 +43,11 @@ def test_one_line_per_status_and_one_remedy_per_check():
     assert "  memory.thp: gpu002 -> transparent_hugepage=never" in lines
     assert "Reboots      gpu001 (bios: BIOS settings pending); pending, not allowed: gpu003" in lines
     where = [line for line in lines if line.startswith("Run folder")][0]
-    assert "/srv/reports/<node>.json|.xml|.prom" in where and "/srv/fabric/ (fabric.json" in where
+    assert "/srv/reports/<node>.json|.xml|.prom" in where
+    assert "/srv/fabric/ (fabric.json, topology.conf, topology-block.conf, labels.json, nccl.json, summary.txt)" in where
+    per_node = dict(HOSTVARS, localhost=dict(HOSTVARS["localhost"], fabric_per_node_files=True))
+    where = [line for line in summary.run_summary(per_node, NODES, NODES)["lines"] if line.startswith("Run folder")][0]
+    assert "labels.json, nccl.json, labels/, nccl/, summary.txt)" in where
     assert "secret" not in where and "https://sink.example/gate/" in where       # no credentials in the URL shown
     assert lines[-1] == "Fabric       3 anomalies: link_missing 1, miscabled_rail 2"
 

@@ -85,12 +85,16 @@ def test_garbled_capture_warns_with_line_numbers(tmp_path, capture):
         lines = handle.read().splitlines()
     lines[9] = "[3]\tgarbage"
     path = tmp_path / "garbled.out"
-    path.write_text("\n".join(lines[:-5]) + "\n")
+    path.write_text("\n".join(lines) + "\n")
     res = run(tmp_path, ibnetdiscover=[str(path)], dest=str(tmp_path / "out"))
     assert not res.get("failed"), res
     # ansible-core 2.19 returns warnings as structured objects; older ones as strings
     assert any("garbled.out:10: garbled port line" in json.dumps(w) for w in res["warnings"])
-    assert any("garbled.out:" in json.dumps(w) and ": link to " in json.dumps(w) and "truncated capture" in json.dumps(w) for w in res["warnings"])
+    # the same capture cut short holds no whole fabric: refused, naming the file, nothing written
+    path.write_text("\n".join(lines[:-5]) + "\n")
+    res = run(tmp_path, ibnetdiscover=[str(path)], dest=str(tmp_path / "cut"))
+    assert res["failed"] and res["msg"].startswith("ibnetdiscover file %s: holds no fabric: truncated record" % path)
+    assert not os.path.exists(str(tmp_path / "cut"))
 
 
 def test_result_carries_counts_and_samples_not_every_anomaly(tmp_path):

@@ -46,3 +46,14 @@ def test_bios_new_options_have_choices():
     assert rc == 1 and "unavailable" in result["msg"] and "fail, warn" in result["msg"]
     rc, result = run("redfish_bios", dict(base, vendor="contoso"))
     assert rc == 1 and "generic" in result["msg"] and "dell" in result["msg"]
+
+
+@pytest.mark.parametrize("module", ["redfish_bios", "redfish_power"])
+def test_password_option_is_no_log(module):
+    """The module option itself is no_log (not only the roles' argument specs): Ansible masks it in
+    the invocation it reports."""
+    args = dict(baseurl="10.0.0.5", username="root", password="calvin-secret", attributes={"A": "B"})
+    if module == "redfish_power":
+        del args["attributes"]
+    _rc, result = run(module, args)
+    assert result["invocation"]["module_args"]["password"] == "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"

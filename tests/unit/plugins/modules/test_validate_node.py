@@ -43,12 +43,16 @@ def test_reference_tree_reports_written_once_then_unchanged(adhoc, unpacked_tree
     prom = (tmp_path / "gate" / "gpu001.prom").read_text()
     assert 'gpufleet_check{node="gpu001",check="nvidia.fabricmanager"} 0' in prom
 
-    # the same verdicts again: nothing written (the timestamp alone does not count), changed=false
+    # the same verdicts again: the report and JUnit files stay, the .prom file is refreshed for its
+    # last-run time (what an alert on a stopped gate reads), and that is no change: changed=false
     before = dict((p.name, p.stat().st_mtime_ns) for p in (tmp_path / "gate").iterdir())
     rc, again = adhoc("validate_node", args)
     assert rc == 0 and again["changed"] is False, again
-    assert set(again["report_files"].values()) == {"unchanged"}
-    assert dict((p.name, p.stat().st_mtime_ns) for p in (tmp_path / "gate").iterdir()) == before
+    files = dict((os.path.basename(p), s) for p, s in again["report_files"].items())
+    assert files == {"gpu001.json": "unchanged", "gpu001.prom": "refreshed", "gpu001.xml": "unchanged"}
+    after = dict((p.name, p.stat().st_mtime_ns) for p in (tmp_path / "gate").iterdir())
+    assert after["gpu001.json"] == before["gpu001.json"] and after["gpu001.xml"] == before["gpu001.xml"]
+    assert sorted(after) == sorted(before)   # no temporary file left beside them
 
 
 def test_check_mode_predicts_the_report_files_and_writes_nothing(adhoc, unpacked_tree, tmp_path):

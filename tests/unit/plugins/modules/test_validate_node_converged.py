@@ -56,7 +56,7 @@ def test_no_stamp_then_written_then_converged_then_a_new_digest(adhoc, unpacked_
     assert rc == 0 and converged["converged"] is True and converged["converged_reasons"] == [], converged
     assert converged["status"] == "pass" and converged["checks"]["pcie.acs"] == "pass"
     assert converged["add_group"] == "gpufleet_converged" and converged["parent_groups"] == ["gpufleet_ready"]
-    assert set(converged["report_files"].values()) == {"unchanged"}
+    assert sorted(converged["report_files"].values()) == ["refreshed", "unchanged", "unchanged"]   # .prom: last run
 
     rc, moved = adhoc("validate_node", _args(root, tmp_path, profile=green_profile(), desired_digest="sha256:" + "2" * 64))
     assert rc == 0 and moved["converged"] is False, moved
@@ -80,3 +80,23 @@ def test_converged_stamp_without_a_digest_fails_naming_both(adhoc, unpacked_tree
     del args["desired_digest"]
     rc, result = adhoc("validate_node", args)
     assert rc != 0 and result["msg"].startswith("desired_digest: required with converged_stamp (")
+
+
+def test_converged_paths_watch_a_moved_file_and_refuse_what_is_not_a_path(adhoc, unpacked_tree, tmp_path):
+    """provision.yml gives the paths role variables moved (pcie_lib_dir=/opt/...): a hand edit there
+    sends the node through the washing machine; "/" (the whole disk) fails naming the option."""
+    root = unpacked_tree("hgx-h100-ref")
+    lib = tmp_path / "opt" / "gpufleet-pcie"
+    lib.mkdir(parents=True)
+    (lib / "gpufleet-pcie-acs").write_text("as installed\n")
+    moved = dict(profile=green_profile(), converged_paths=[str(lib)])
+    rc, written = adhoc("validate_node", _args(root, tmp_path, write_stamp=True, **moved))
+    assert rc == 0 and written["stamp"] == "written", written
+    rc, converged = adhoc("validate_node", _args(root, tmp_path, **moved))
+    assert rc == 0 and converged["converged"] is True, converged
+    (lib / "gpufleet-pcie-acs").write_text("edited by hand\n")
+    rc, again = adhoc("validate_node", _args(root, tmp_path, **moved))
+    assert rc == 0 and again["converged"] is False, again
+    assert again["converged_reasons"] == ["files provisioning manages changed since the last green run"]
+    rc, bad = adhoc("validate_node", _args(root, tmp_path, profile=green_profile(), converged_paths=["/"]))
+    assert rc != 0 and "converged_paths: '/' is not a path under the OS root" in bad["msg"], bad

@@ -1,6 +1,7 @@
 """Pure BIOS logic: classify/plan/verify on every current x pending x desired combination,
 registry validation (locks from Dependencies, ValueDisplayName), Dell dependencies."""
 import itertools
+import re
 
 import pytest
 from hypothesis import given, strategies as st
@@ -180,3 +181,29 @@ def test_bmc_reporting_display_names_compares_value_names():
     current = _bios.registry_lib.normalize_values({"SubNumaCluster": "2-Way Clustering", "ProcCores": 8}, REGISTRY)
     assert current == {"SubNumaCluster": "2-Way", "ProcCores": 8}
     assert _bios.plan({"SubNumaCluster": "2-Way"}, current, {})["to_write"] == {}
+
+
+@pytest.mark.parametrize("attributes,settings,said", [
+    ({"A": None}, None, "attributes.A is an empty body (or null)"), ({"A": [1]}, None, "attributes.A is a list"),
+    ({"A": float("nan")}, None, "attributes.A is a number"), ({"": 1}, None, "attribute name '' is empty"),
+    ({}, {"snc": None}, "nothing to do"), (None, None, "nothing to do"),
+])
+def test_check_input_refuses_garbage_before_any_request(attributes, settings, said):
+    with pytest.raises(_bios.BiosError, match=re.escape(said)):
+        _bios.check_input(attributes, settings)
+
+
+def test_check_input_accepts_scalars_and_settings():
+    _bios.check_input({"A": "x", "B": 3, "C": True, "D": 1.5}, None)
+    _bios.check_input({}, {"snc": "snc4", "vtd": None})
+
+
+def test_registry_shape_problem_names_the_place():
+    from ansible_collections.gpufleet.provision.plugins.module_utils._bmc import bios_registry
+    good = {"RegistryEntries": {"Attributes": [{"AttributeName": "A", "Type": "Enumeration", "Value": [{"ValueName": "x"}]}],
+                                "Dependencies": [{"Dependency": {"MapFrom": [{"MapFromAttribute": "A"}], "MapToAttribute": "B"}}]}}
+    assert bios_registry.shape_problem(good) is None
+    bad = {"RegistryEntries": {"Attributes": [{"AttributeName": "A", "UpperBound": "9"}]}}
+    assert bios_registry.shape_problem(bad) == "RegistryEntries.Attributes[0] (A).UpperBound is a string ('9'); expected a number"
+    assert bios_registry.shape_problem({"RegistryEntries": {"Attributes": [True]}}) == \
+        "RegistryEntries.Attributes[0] is a boolean (true); expected an object"

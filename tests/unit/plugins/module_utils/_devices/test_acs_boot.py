@@ -1,4 +1,8 @@
 """The ACS boot unit's files planned in one pass: only what differs, the code shown by its hash."""
+import os
+
+import pytest
+
 from ansible_collections.gpufleet.provision.plugins.module_utils._devices import acs_boot
 
 
@@ -34,3 +38,25 @@ def test_apply_writes_fixes_modes_and_removes(tmp_path):
     acs_boot.apply(changes)
     assert target.read_text() == "{}\n" and oct(target.stat().st_mode & 0o777) == "0o640" and not stale.exists()
     assert acs_boot.plan([{"path": str(target), "content": "{}\n", "mode": "0640"}], [str(stale)]) == []
+
+
+@pytest.mark.parametrize("item, match", [
+    ({"path": "/l/a", "content": "x", "mode": "abc"}, "/l/a: mode 'abc' is not an octal file mode"),
+    ({"path": "/l/a", "content": "x", "mode": "10000"}, "mode '10000'"),
+    ({"path": "l/a", "content": "x"}, "'l/a': not an absolute path"),
+    ({"path": "/l/a", "content": None}, "/l/a: content must be text"),
+])
+def test_plan_refuses_what_cannot_be_a_boot_file(item, match):
+    with pytest.raises(acs_boot.BootError, match=match):
+        acs_boot.plan([item], [], lambda path: (None, None))
+
+
+def test_plan_names_a_fifo_a_folder_and_a_blocked_folder(tmp_path):
+    os.mkfifo(str(tmp_path / "fifo"))
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "file").write_text("")
+    for name, match in (("fifo", "not a regular file"), ("dir", r"not a regular file \(a folder\)"),
+                        ("file/sub/x", "%s is not a folder" % (tmp_path / "file"))):
+        with pytest.raises(acs_boot.BootError, match=match):
+            acs_boot.plan([{"path": str(tmp_path / name), "content": "x\n"}], [])
+    assert sorted(os.listdir(str(tmp_path))) == ["dir", "fifo", "file"]

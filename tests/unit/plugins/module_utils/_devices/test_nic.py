@@ -115,3 +115,14 @@ def test_flint_query_running_line():
     assert plain["fw_running"] == "28.39.1002"
     with pytest.raises(ValueError, match="no FW Version or PSID"):
         nic.parse_flint_query("-E- Cannot open Device: 0000:19:00.0. No such file or directory")
+
+
+def test_check_query_names_the_device_and_the_row_that_did_not_parse():
+    nic.check_query(nic.parse_mlxconfig_query(MLXCONFIG_E), ["ATS_ENABLED"], "0000:19:00.0")
+    broken = nic.parse_mlxconfig_query(MLXCONFIG_E.replace("False(0)        True(1)", "False(0)        Maybe"))
+    with pytest.raises(ValueError, match=r"0000:19:00.0: mlxconfig row '\* +ATS_ENABLED .*Maybe': next boot value 'Maybe'"):
+        nic.check_query(broken, ["SRIOV_EN"], "0000:19:00.0")      # a row printed beside the wanted one
+    with pytest.raises(ValueError, match="0000:19:00.0: mlxconfig has no parameter NO_SUCH"):
+        nic.check_query(nic.parse_mlxconfig_query(MLXCONFIG_E), ["NO_SUCH"], "0000:19:00.0")
+    with pytest.raises(ValueError, match="ATS_ENABLED is listed twice"):
+        nic.parse_mlxconfig_query(MLXCONFIG_E + "         ATS_ENABLED    False(0)  False(0)  False(0)\n")

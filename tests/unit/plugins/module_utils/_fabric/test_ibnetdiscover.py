@@ -313,3 +313,70 @@ def test_pieces_are_whole_lines_ending_after_a_blank_line_when_they_hold_one():
         assert all(piece.endswith("\n") and ("\n\n" not in piece or piece.endswith("\n\n")) for piece in pieces)
     # 1000 characters hold the first three blocks (the first GOOD and the blank line after it)
     assert list(_chunks(_io.StringIO(text, newline="\n"), 1000))[0] == GOOD + "\n"
+
+
+# --- a capture that holds no whole fabric (sniff, capture_problem) ---------------------------------
+
+def _problem(path):
+    from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.ibnetdiscover import capture_problem, sniff
+    return sniff(str(path)) or capture_problem(str(path), parse_file(str(path)))
+
+
+def test_the_real_captures_hold_a_whole_fabric(realdata):
+    # the SuperPOD segment, and the GB200 node's own view: one adapter, its port listing no peer
+    assert _problem(os.path.join(realdata, SUPERPOD)) is None
+    assert _problem(os.path.join(realdata, GB200)) is None
+
+
+def test_empty_binary_and_html_captures_hold_no_fabric(tmp_path):
+    cases = {
+        "empty.out": (b"", "empty (0 bytes)"),
+        "blank.out": (b"\n\n  \n", "empty (only blank lines)"),
+        "binary.out": (b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)), "not text (NUL bytes at offset 7"),
+        "latin1.out": (b"vendid=0x2c9\n\xe9\xe8\xff garbage " * 3, "not text (9 of the first 75 characters are not UTF-8"),
+        "gzip.out": (b"\x1f\x8b\x08\x08\xc3\x9a\x8ff\x02\x03superpod.out\x01\xed\xbd\xdb\x92", "not text"),
+        "error.html": (b"<!DOCTYPE html>\n<html><body><h1>502 Bad Gateway</h1></body></html>\n",
+                       "no switch or HCA records (2 lines, none of them a Switch or Ca line: not ibnetdiscover "
+                       "output; it starts with '<!DOCTYPE html>')"),
+        "comments.out": (b"#\n# Topology file: generated on Wed Aug  6 16:11:23 2025\n#\n", "no switch or HCA records"),
+    }
+    for name, (data, why) in cases.items():
+        path = tmp_path / name
+        path.write_bytes(data)
+        assert _problem(path).startswith(why), name
+
+
+def test_one_byte_that_is_not_utf8_is_a_garbled_line_not_a_binary(realdata, tmp_path):
+    with open(os.path.join(realdata, SUPERPOD), "rb") as handle:
+        data = handle.read()
+    path = tmp_path / "latin1-description.out"
+    path.write_bytes(data.replace(b"a08-p1-dgx-04-c01 mlx5_5", b"a08-p1-dgx-04-c\xe9 mlx5_5", 1))
+    assert _problem(path) is None
+
+
+def test_a_capture_cut_anywhere_is_a_truncated_record(realdata, tmp_path):
+    """The SuperPOD capture cut at hand-picked places (line numbers from `grep -n`): each is refused
+    with the reason that applies; cut after its last port line it is whole again."""
+    with open(os.path.join(realdata, SUPERPOD), "rb") as handle:
+        data = handle.read()
+    lines = data.split(b"\n")          # lines[i] is line i + 1 of the file
+    path = tmp_path / "cut.out"
+
+    def cut(n_lines, extra=b""):
+        path.write_bytes(b"\n".join(lines[:n_lines]) + b"\n" + extra)
+        return _problem(path)
+
+    # mid-line: line 11 (the first switch's port 1) cut after 20 characters
+    path.write_bytes(b"\n".join(lines[:10]) + b"\n" + lines[10][:20])
+    assert _problem(path).startswith("truncated record: the last line is cut (no newline at the end of the file")
+    # after the first Switch line (line 10): a switch that lists no port
+    assert cut(10).startswith("truncated record: the last record, switch 2c5eab0300b87b40 at line 10, lists no port")
+    # after port 3 of the first switch: the adapters it links to have no record of their own
+    assert "which has no record of its own" in cut(13)
+    # after the header lines of the last record (lines 5958-5961), before its Ca line
+    assert cut(5961).startswith("truncated record: the file ends with the header of a record")
+    # after the last Ca line (5963), before its one port line: the leaf lists that port, it does not
+    assert cut(5963).startswith("truncated record: the last record, ca e09d730300156ff6 at line 5963, does not list "
+                                "its port 1")
+    # whole: up to the last port line, with or without the blank line after it
+    assert cut(5964) is None and cut(5965) is None

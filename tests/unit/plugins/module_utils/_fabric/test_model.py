@@ -20,9 +20,8 @@ SUPERPOD = os.path.join("ibnetdiscover", "superpod-h100-example.out")
 
 @pytest.fixture(scope="module")
 def real_doc():
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..", "..", "..", "shared", "realdata", SUPERPOD)
-    if not os.path.exists(path):
-        pytest.skip("../shared/realdata is absent beside this checkout: real captures not available")
+    # tests/fixtures/realdata (the conftest's realdata fixture is per test; this one is per module)
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..", "fixtures", "realdata", SUPERPOD)
     return _fabric.analyze([parse_file(path)])
 
 

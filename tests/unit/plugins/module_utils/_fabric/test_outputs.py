@@ -141,14 +141,22 @@ def test_render_plan_apply_idempotent(tmp_path):
     assert len(changes) == len(files) and stale == []
     out.apply_files(dest, changes, stale, files)
     assert out.plan_files(dest, files) == ([], [])
-    # Staged: a changed stream is written once, beside its target; discard removes it.
+    # Kept: a changed stream is encoded once and its bytes kept for apply_files; nothing is written
+    # by the plan, and apply_files writes only the changed files, each by fs.atomic_write.
     other = doc_with_status()
     other["nodes"]["gpu00001"]["status"] = "unknown"
-    changes, stale = out.plan_files(dest, out.render(other, per_node_files=True)[0], stage=True)
-    assert [c[0] for c in changes if isinstance(c[2], tuple)] == ["fabric.json"]
-    assert os.path.exists(os.path.join(dest, "fabric.json.tmp"))
-    out.discard(changes)
-    assert not os.path.exists(os.path.join(dest, "fabric.json.tmp"))
+    other_files = out.render(other, per_node_files=True)[0]
+    before = sorted(os.listdir(dest))
+    changes, stale = out.plan_files(dest, other_files, keep=True)
+    streamed = [c for c in changes if isinstance(c[2], tuple)]
+    assert [c[0] for c in streamed] == ["fabric.json"] and streamed[0][2][1] == other_files["fabric.json"].text().encode()
+    assert sorted(os.listdir(dest)) == before
+    assert "labels/gpu00002.json" not in [c[0] for c in changes]
+    untouched = os.stat(os.path.join(dest, "labels", "gpu00002.json")).st_mtime_ns
+    out.apply_files(dest, changes, stale, other_files)
+    assert out.plan_files(dest, other_files) == ([], []) and sorted(os.listdir(dest)) == before
+    assert os.stat(os.path.join(dest, "labels", "gpu00002.json")).st_mtime_ns == untouched   # not rewritten
+    out.apply_files(dest, *out.plan_files(dest, files), files=files)
     with open(os.path.join(dest, "nccl", "old-host.env"), "w") as handle:
         handle.write("x")
     with open(os.path.join(dest, "nccl", "README"), "w") as handle:
@@ -207,8 +215,7 @@ def test_summary_mentions_every_kind_and_block():
 
 
 def test_fabric_json_matches_the_published_schema(realdata):
-    import pytest
-    jsonschema = pytest.importorskip("jsonschema", reason="jsonschema absent (it comes with ansible-lint)")
+    import jsonschema  # requirements-test.txt
     with open(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "..", "docs", "fabric.schema.json")) as handle:
         schema = json.load(handle)
     jsonschema.Draft202012Validator.check_schema(schema)
@@ -222,3 +229,71 @@ def test_fabric_json_matches_the_published_schema(realdata):
     broken = json.loads(out.render(doc_with_status())[0]["fabric.json"].text())
     broken["anomalies"][0]["kind"] = "made_up"
     assert not validator.is_valid(broken)
+
+
+def test_block_sizes_follow_slurms_rules():
+    for good in ([], [4], [4, 8, 16], [18, 36, 144], [1, 32768]):
+        out.check_block_sizes(good)
+    cases = {(-4, 0): "block_sizes: -4 is not a positive whole number of nodes",
+             (0,): "block_sizes: 0 is not a positive whole number",
+             (4, True): "block_sizes: True is not a positive whole number",
+             (4, 12): "block_sizes: 12 is not the planning base block size 4 (the first one) times a power of two",
+             (8, 4): "block_sizes: 4 is not the planning base block size 8",
+             (1, 65536): "block_sizes: 65536 is not the planning base block size 1 (the first one) times a power of two up to 2^15",
+             (4, 8, 8): "block_sizes: a size is given twice"}
+    for sizes, message in cases.items():
+        try:
+            out.check_block_sizes(list(sizes))
+        except _fabric.FabricError as exc:
+            assert str(exc).startswith(message), (sizes, str(exc))
+        else:
+            raise AssertionError("accepted %r" % (sizes,))
+    doc = doc_with_status()
+    try:
+        out.topology_block(doc, block_sizes=[-4, 0])
+    except _fabric.FabricError as exc:
+        assert "block_sizes: -4" in str(exc)
+    else:
+        raise AssertionError("BlockSizes=-4,0 written")
+
+
+def test_a_new_inventory_that_lost_most_hosts_is_refused(tmp_path):
+    dest = str(tmp_path)
+    seen = {"segments": ["s1"]}
+    assert out.previous_hosts(dest) == (None, None)                   # no inventory in place: nothing to compare
+    # e is known to the gate only (not_in_fabric): no host of the fabric, not counted
+    (tmp_path / "fabric.json").write_text(json.dumps({"schema": 1, "nodes": dict(
+        [(h, seen) for h in "abcd"] + [("e", {"segments": []})])}))
+    previous, warning = out.previous_hosts(dest)
+    assert previous == {"a", "b", "c", "d"} and warning is None
+    out.check_shrink(dest, previous, {"nodes": {"a": seen, "b": seen}})               # half gone: written
+    for nodes in ({"a": seen}, dict((h, {"segments": []}) for h in "abcd") | {"a": seen}):
+        # 3 of 4 gone; also when the gate still knows them (reports) but no capture shows them
+        try:
+            out.check_shrink(dest, previous, {"nodes": nodes})
+        except _fabric.FabricError as exc:
+            assert str(exc) == ("%s: the new inventory has 1 host(s) in the fabric, 1 of the 4 of the one in place (3 gone: "
+                                "b, c, d); a failed or partial capture? Nothing written. Set allow_shrink: true if the "
+                                "fabric really shrank" % os.path.join(dest, "fabric.json"))
+        else:
+            raise AssertionError("a shrink to a quarter was accepted")
+    out.check_shrink(dest, previous, {"nodes": {"a": seen}}, allow=True)
+    out.check_shrink(dest, previous, {"nodes": dict((h, seen) for h in "abcdefgh")})    # grown: fine
+    for text, why in (("{not json", "not readable as an earlier fabric.json"), ("[1, 2]", "no `nodes` object"),
+                      ("\xff\xfe", "not readable as an earlier fabric.json")):
+        (tmp_path / "fabric.json").write_bytes(text.encode("latin-1"))
+        previous, warning = out.previous_hosts(dest)
+        assert previous is None and why in warning
+
+
+def test_a_file_in_place_that_is_not_utf8_is_rewritten(tmp_path):
+    doc = doc_with_status()
+    files = out.render(doc)[0]
+    dest = str(tmp_path)
+    out.apply_files(dest, *out.plan_files(dest, files), files=files)
+    (tmp_path / "topology.conf").write_bytes(b"\xff\xfe broken")
+    changes, stale = out.plan_files(dest, files)
+    assert [c[0] for c in changes] == ["topology.conf"] and changes[0][1] == "\ufffd\ufffd broken"
+    out.apply_files(dest, changes, stale, files)
+    assert (tmp_path / "topology.conf").read_text() == files["topology.conf"]
+    assert not [n for n in os.listdir(dest) if n.endswith((".tmp", ".gpufleet-new"))]

@@ -1,5 +1,5 @@
 """Output parsers of the gate and the verdicts of issue 13, on outputs written by hand from each
-tool's documented format (where ../shared/realdata has no capture of that tool). Expected values
+tool's documented format (where tests/fixtures/realdata has no capture of that tool). Expected values
 are read off the text by hand."""
 import copy
 import importlib.util

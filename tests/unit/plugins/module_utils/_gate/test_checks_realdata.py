@@ -1,6 +1,6 @@
-"""The gate on real outputs (../shared/realdata/gpu-node/hgx-h100, captured on a real HGX H100 by
+"""The gate on real outputs (tests/fixtures/realdata/gpu-node/hgx-h100, captured on a real HGX H100 by
 third parties): every verdict below is what an operator reading the same capture would say, written
-by hand. Skips cleanly when ../shared/realdata is absent."""
+by hand."""
 import copy
 import importlib.util
 import os

@@ -46,7 +46,8 @@ def test_prometheus_textfile_format():
     assert 'gpufleet_check{node="node\\"01",check="transport.nccl"}' not in text
     assert 'gpufleet_check_skipped{node="node\\"01",check="transport.nccl"} 1' in text
     assert 'gpufleet_node_ready{node="node\\"01",profile="hgx-h100"} 0' in text
-    assert text.endswith('gpufleet_validate_report_timestamp_seconds{node="node\\"01"} 1764400000\n')
+    assert 'gpufleet_validate_report_timestamp_seconds{node="node\\"01"} 1764400000\n' in text
+    assert text.endswith('gpufleet_validate_last_run_timestamp_seconds{node="node\\"01"} 1764400000\n')
 
 
 def test_summary_line_names_failing_checks():

@@ -202,7 +202,7 @@ def test_stand_ins_and_ram_keep_the_places(tree_facts):
 
 
 def test_vm_config_matches_cloud_hypervisor_schema(tree_facts, realdata):
-    jsonschema = pytest.importorskip("jsonschema")
+    import jsonschema  # requirements-test.txt
     import os
     import yaml
     with open(os.path.join(realdata, "cloud-hypervisor", "cloud-hypervisor.yaml")) as handle:

@@ -1,5 +1,6 @@
 """Root: reads relative to a root, records one problem per path, resolves links inside the root."""
 import os
+import re
 
 import pytest
 
@@ -127,3 +128,42 @@ def test_atomic_write_failure_names_path_and_leaves_nothing(tmp_path):
     new = tmp_path / "fresh"
     fs.atomic_write(str(new), "x")
     assert oct(os.stat(str(new)).st_mode & 0o777) == oct(0o644)
+
+
+def test_a_nul_byte_in_a_path_is_a_named_problem_or_write_error(tmp_path):
+    root = fs.Root(str(tmp_path))
+    assert root.read("a\0b") is None and root.entries("d\0", optional=False) is None
+    assert [p["detail"] for p in root.problems] == ["the path holds a NUL byte"] * 2
+    with pytest.raises(fs.WriteError) as err:
+        fs.atomic_write(str(tmp_path / "x\0y"), "z")
+    assert "NUL" in str(err.value) and os.listdir(str(tmp_path)) == []
+
+
+def test_atomic_write_keeps_the_owner_of_the_file_it_replaces(tmp_path):
+    target = tmp_path / "owned"
+    target.write_text("old")
+    if os.getuid() == 0:
+        os.chown(str(target), 4242, 4343)
+    before = os.stat(str(target))
+    fs.atomic_write(str(target), "new")
+    after = os.stat(str(target))
+    assert (after.st_uid, after.st_gid) == (before.st_uid, before.st_gid)
+    assert target.read_text() == "new"
+
+
+def test_atomic_write_is_the_one_way_plugins_replace_a_file():
+    # issue 31: atomic writes were written nine times, some without error handling; one helper now.
+    # A rename-into-place anywhere else in plugins/ fails here, naming the file and line.
+    plugins = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..", "..", "plugins")
+    pattern = re.compile(r"\bos\.(replace|rename)\(|\bmkstemp\(|\batomic_move\(")
+    found = []
+    for folder, _dirs, files in os.walk(plugins):
+        for name in files:
+            path = os.path.join(folder, name)
+            if not name.endswith(".py") or path.endswith(os.path.join("_node", "fs.py")):
+                continue
+            with open(path) as handle:
+                for number, line in enumerate(handle, 1):
+                    if pattern.search(line.split("#")[0]):
+                        found.append("%s:%d: %s" % (os.path.relpath(path, plugins), number, line.strip()))
+    assert found == [], "write through fs.atomic_write instead:\n" + "\n".join(found)

@@ -1,4 +1,8 @@
 """Reboot requests and next-boot problems of the driver area, from state (expectations by hand)."""
+import os
+
+import pytest
+
 from ansible_collections.gpufleet.provision.plugins.module_utils._os import driver_state as S
 
 # modinfo -k 6.8.0-45-generic mlx5_core, as kmod prints it (fields of the lab's DKMS stand-in; a real
@@ -167,3 +171,50 @@ def test_peermem_at_boot_plan():
     assert S.peermem_at_boot_plan(S.PEERMEM_AT_BOOT_TEXT, True) is None
     assert S.peermem_at_boot_plan(S.PEERMEM_AT_BOOT_TEXT, False) == "remove"
     assert S.peermem_at_boot_plan(None, False) is None
+
+
+# ---- arguments and the modules-load.d file (issue 32) ----------------------------------------
+
+
+def _p(**kw):
+    p = {"area": "nvidia", "driver_version": "550.90.07", "kernel_release": "", "ofed_release": None,
+         "services": ["nvidia-fabricmanager"], "peermem_at_boot": "/etc/modules-load.d/nvidia-peermem.conf"}
+    p.update(kw)
+    return p
+
+
+def test_check_arguments_accepts_the_roles_calls():
+    S.check_arguments(_p())
+    S.check_arguments(_p(area="ofed", driver_version=None, ofed_release="23.10-1.1.9.0", kernel_release="6.8.0-45-generic",
+                         services=[], peermem_at_boot=""))
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"driver_version": "latest"}, "driver_version 'latest': not an NVIDIA driver version (550.90.07)"),
+    ({"driver_version": "550.90.07\n"}, "driver_version '550.90.07\\n': not an NVIDIA driver version"),
+    ({"driver_version": None}, "driver_version None: not an NVIDIA driver version"),
+    ({"kernel_release": "-v"}, "kernel_release '-v': not a kernel release"),
+    ({"ofed_release": "x"}, "ofed_release 'x': not an OFED release"),
+    ({"services": ["-H"]}, "services: '-H' is not a systemd unit name"),
+    ({"peermem_at_boot": "x.conf"}, "peermem_at_boot 'x.conf': not an absolute file path"),
+])
+def test_check_arguments_names_option_and_value(change, message):
+    with pytest.raises(S.DriverStateError) as err:
+        S.check_arguments(_p(**change))
+    assert str(err.value) == message or str(err.value).startswith(message)
+
+
+def test_read_text_file(tmp_path):
+    path = tmp_path / "nvidia-peermem.conf"
+    assert S.read_text_file(str(path)) is None
+    path.write_text("nvidia-peermem\n")
+    assert S.read_text_file(str(path)) == "nvidia-peermem\n"
+    path.write_bytes(b"\x00")
+    with pytest.raises(S.DriverStateError) as err:
+        S.read_text_file(str(path))
+    assert str(err.value) == "%s: binary content (a NUL byte), not a modules-load.d file: left alone" % path
+    path.unlink()
+    os.mkfifo(str(path))
+    with pytest.raises(S.DriverStateError) as err:
+        S.read_text_file(str(path))
+    assert str(err.value) == "%s: not a regular file (a FIFO)" % path

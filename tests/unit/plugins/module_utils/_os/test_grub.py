@@ -170,3 +170,66 @@ def test_set_default_edits_the_deciding_source():
     assert _grub.source_default(sources) == "Advanced options>old"
     assert _grub.set_default(sources, "a>b") == {"etc/default/grub.d/50-x.cfg": 'GRUB_DEFAULT="a>b"\n'}
     assert _grub.set_default([("etc/default/grub", UBUNTU_GRUB)], "0") == {}
+
+
+# ---------------------------------------------------------------- what is never edited (issue 32)
+
+def test_check_source_accepts_what_ubuntu_ships():
+    _grub.check_source("etc/default/grub", UBUNTU_GRUB)
+    _grub.check_source("etc/default/grub.d/50-cloudimg-settings.cfg", CLOUDIMG)
+    _grub.check_source("x", "GRUB_CMDLINE_LINUX=\"a \\\" b\"\nGRUB_CMDLINE_LINUX_DEFAULT='it''s'\n# don't\nX=1 # it's\n")
+    _grub.check_source("x", 'GRUB_CMDLINE_LINUX="a\nb"\n')     # a quote over two lines is shell; closed
+
+
+@pytest.mark.parametrize("text, message", [
+    ('A=1\nGRUB_CMDLINE_LINUX="quiet\nB=2\n', "x line 2: unterminated quote (the \" opened there is never closed)"),
+    ("GRUB_DEFAULT='0\n", "x line 1: unterminated quote (the ' opened there is never closed)"),
+    ("GRUB_DISTRIBUTOR=`lsb_release\n", "x line 1: unterminated quote (the ` opened there is never closed)"),
+    ("A=\"it's\" # '\nB='x\n", "x line 2: unterminated quote (the ' opened there is never closed)"),
+    ('GRUB_CMDLINE_LINUX = "quiet"\n', "x line 1: GRUB_CMDLINE_LINUX is not set with NAME=value (no blanks around =): "
+                                       "'GRUB_CMDLINE_LINUX = \"quiet\"'"),
+    ('A=1\n  export GRUB_DEFAULT\n', "x line 2: GRUB_DEFAULT is not set with NAME=value (no blanks around =): "
+                                     "'  export GRUB_DEFAULT'"),
+    ('GRUB_CMDLINE_LINUX_DEFAULT+=" x"\n', "x line 1: GRUB_CMDLINE_LINUX_DEFAULT is not set with NAME=value"),
+])
+def test_check_source_refuses_what_update_grub_would_read_otherwise(text, message):
+    with pytest.raises(_grub.GrubError) as err:
+        _grub.check_source("x", text)
+    assert str(err.value).startswith(message)
+
+
+def test_check_source_leaves_other_variables_alone():
+    _grub.check_source("x", "GRUB_CMDLINE_LINUX_EXTRA = 1\nif [ -n \"$X\" ]; then GRUB_TIMEOUT=3; fi\n")
+
+
+@pytest.mark.parametrize("data, message", [
+    (b"\x00" * 10, "g: binary content (byte 0x00 at offset 0), not a GRUB source: not edited"),
+    (b"A=1\n\x7fELF", "g: binary content (byte 0x7f at offset 4), not a GRUB source: not edited"),
+    (b"A=1\n# caf\xe9\n", "g: not UTF-8 text (offset 9), not a GRUB source: not edited"),
+])
+def test_check_text_refuses_binary(data, message):
+    with pytest.raises(_grub.GrubError) as err:
+        _grub.check_text("g", data)
+    assert str(err.value) == message
+
+
+def test_check_text_gives_the_text():
+    assert _grub.check_text("g", b"A=1\r\n\tB=\x1b[0m\x0c\n") == "A=1\r\n\tB=\x1b[0m\x0c\n"
+
+
+@pytest.mark.parametrize("value", ['a"b', "a$(reboot)", "a`id`", "a\\b", "a\nGRUB_X=1", ""])
+def test_set_default_refuses_a_value_that_is_not_one_quoted_word(value):
+    with pytest.raises(_grub.GrubError) as err:
+        _grub.set_default([(_grub.MAIN, "GRUB_DEFAULT=0\n")], value)
+    assert str(err.value).startswith("GRUB_DEFAULT %r: not written" % value)
+
+
+@pytest.mark.parametrize("option, word", [("required", "a b"), ("required", 'a"b'), ("forbidden", "x\ny"),
+                                          ("allow_repeated", "$X"), ("required", ""), ("required", "=x"),
+                                          ("required", "a" * 4097), ("forbidden", 7)])
+def test_rules_refuse_words_grub_cannot_carry(option, word):
+    args = {"params": ["quiet"], "forbidden": [], "allow_repeated": []}
+    args[{"required": "params"}.get(option, option)] = [word]
+    with pytest.raises(_cmdline.CmdlineError) as err:
+        _cmdline.rules(**args)
+    assert str(err.value).startswith("%s: kernel command line parameter %r: one parameter" % (option, word))

@@ -236,3 +236,41 @@ def test_preferences_text():
     assert text.endswith("\nPackage: a\nPin: version 1.0-1\nPin-Priority: 1001\n\n"
                          "Package: b\nPin: version 2-1\nPin-Priority: 1001\n")
     assert "(set gpufleet-nvidia_driver)" in text.splitlines()[0]
+
+
+# ---- words that reach the preferences file and argv (issue 32) -------------------------------
+
+@pytest.mark.parametrize("set_name", ["gpufleet", "gpufleet-nvidia_driver", "a.b"])
+def test_check_set_name_accepts_file_names_apt_reads(set_name):
+    assert P.check_set_name(set_name) == set_name
+
+
+@pytest.mark.parametrize("set_name", ["../x", "a/b", "", ".x", "a\nb", "a\x00", "x\n", "a b", "x" * 101, None])
+def test_check_set_name_refuses_the_rest(set_name):
+    with pytest.raises(P.PinError) as err:
+        P.check_set_name(set_name)
+    assert str(err.value).startswith("set_name %r: not a pin set name" % (set_name,))
+
+
+@pytest.mark.parametrize("pin, message", [
+    ({"name": "a b"}, "pins[0].name 'a b': not a package name"),
+    ({"name": "a\n"}, "pins[0].name 'a\\n': not a package name"),
+    ({"name": "-o"}, "pins[0].name '-o': not a package name"),
+    ({"name": "a", "version": "1\nPackage: *"}, "pins[0] (a).version '1\\nPackage: *': not a package version"),
+    ({"name": "a", "version": "1.0 "}, "pins[0] (a).version '1.0 ': not a package version"),
+    ({"name": "a", "replaces": ["b c"]}, "pins[0] (a).replaces 'b c': not a package name pattern"),
+    ({"name": "a", "replaces": "b*"}, "pins[0] (a).replaces 'b*': not a list of patterns"),
+])
+def test_normalize_pins_refuses_words_that_would_inject(pin, message):
+    with pytest.raises(P.PinError) as err:
+        P.normalize_pins([pin])
+    assert str(err.value).startswith(message)
+
+
+def test_normalize_pins_keeps_real_names_and_versions():
+    pins = [{"name": "nvidia-driver-550-server", "version": "550.90.07-0ubuntu0.22.04.1", "replaces": ["nvidia-driver-[0-9]*"]},
+            {"name": "kmod-nvidia-latest-dkms", "version": "3:550.90.07-1.el9"},
+            {"name": "mlnx-ofed-kernel-dkms", "version": "23.10.OFED.23.10.1.1.9.*"}, {"name": "libc6:amd64"}]
+    assert [(p["name"], p["version"]) for p in P.normalize_pins(pins)] == [
+        ("nvidia-driver-550-server", "550.90.07-0ubuntu0.22.04.1"), ("kmod-nvidia-latest-dkms", "3:550.90.07-1.el9"),
+        ("mlnx-ofed-kernel-dkms", "23.10.OFED.23.10.1.1.9.*"), ("libc6:amd64", None)]

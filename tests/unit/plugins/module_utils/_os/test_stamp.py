@@ -126,3 +126,25 @@ def test_write_then_read_round_trip_and_errors_name_the_path(tmp_path):
     blocker.write_text("")
     with pytest.raises(_stamp.StampError, match=r"converged stamp .*/file/converged.json: cannot be written"):
         _stamp.write(str(blocker / "converged.json"), {"schema": 1})
+
+
+def test_a_write_that_fails_leaves_nothing_and_names_the_path(tmp_path):
+    folder = tmp_path / "var"
+    folder.mkdir()
+    (folder / "converged.json").mkdir()                      # a folder where the stamp goes
+    with pytest.raises(_stamp.StampError, match=r"converged stamp .*/var/converged.json: cannot write, it is a folder"):
+        _stamp.write(str(folder / "converged.json"), {"schema": 1})
+    with pytest.raises(_stamp.StampError, match=r"other.json: cannot be written, not JSON"):
+        _stamp.write(str(folder / "other.json"), {"schema": object()})
+    assert os.listdir(str(folder)) == ["converged.json"]
+
+
+def test_a_fifo_at_the_stamp_or_boot_id_never_blocks(tmp_path):
+    # a FIFO where the stamp should be: read() says "no stamp" (wash) instead of waiting for a writer
+    fifo = tmp_path / "converged.json"
+    os.mkfifo(str(fifo))
+    assert _stamp.read(str(fifo)) is None
+    root = tmp_path / "root"
+    (root / "proc/sys/kernel/random").mkdir(parents=True)
+    os.mkfifo(str(root / "proc/sys/kernel/random/boot_id"))
+    assert _stamp._read_text(str(root / "proc/sys/kernel/random/boot_id")) is None

@@ -234,3 +234,51 @@ def test_without_netaddr_carved_plans_work_explicit_routed_ones_say_why(monkeypa
     with pytest.raises(A.AddressingError) as exc:
         A.plan(explicit, 1)
     assert "explicit routed rails (rails naming SUs) need the Python package netaddr" in str(exc.value)
+
+
+def test_explicit_routed_subnets_that_do_not_merge_never_route_the_own_subnet():
+    """Rail 0's SU subnets 10.100.0.0/25, 10.100.0.128/25, 10.100.1.0/25 merge into 10.100.0.0/24 and
+    10.100.1.0/25 (left alone). A route to the interface's own subnet via the gateway would replace
+    the kernel's connected route (`ip route replace`): routes go to the OTHER subnets only."""
+    plan = A.plan({"su_size": 32, "rails": [{"rail": 0, "su": 0, "subnet": "10.100.0.0/25"},
+                                            {"rail": 0, "su": 1, "subnet": "10.100.0.128/25"},
+                                            {"rail": 0, "su": 2, "subnet": "10.100.1.0/25"}]}, 1)
+    # index 70: SU 70 // 32 = 2, place 6: 10.100.1.0 + 2 + 6
+    rail = A.host_plan(plan, "gpu070", 70)["rails"][0]
+    assert (rail["cidr"], rail["gateway"]) == ("10.100.1.8/25", "10.100.1.1")
+    assert rail["routes"] == [{"to": "10.100.0.0/24", "via": "10.100.1.1"}]
+    # SU 0 is inside the merged /24 (the connected /25 is longer and wins): the /24 stays, and SU 2's /25
+    rail = A.host_plan(plan, "gpu000", 0)["rails"][0]
+    assert rail["routes"] == [{"to": "10.100.0.0/24", "via": "10.100.0.1"},
+                              {"to": "10.100.1.0/25", "via": "10.100.0.1"}]
+
+
+def test_a_carved_rail_of_one_su_has_no_route_to_itself():
+    # one rail, a /24 supernet with /24 SU subnets: the rail's block is its one subnet
+    plan = A.plan({"supernet": "10.7.0.0/24", "rail_prefix": 24, "per_su": True, "su_size": 8}, 1)
+    rail = A.host_plan(plan, "h", 0)["rails"][0]
+    assert (rail["subnet"], rail["routes"]) == ("10.7.0.0/24", [])
+
+
+@pytest.mark.parametrize("text, char", [("10.0.0.\u0661/24", "\u0661"), ("10.0.0.0/\u0662\u0664", "\u0662"),
+                                        ("10.0.0.0/\u00b24", "\u00b2"), ("10.0.0.0/+24", "+")])
+def test_a_subnet_with_a_character_that_is_no_ascii_digit_is_named(text, char):
+    with pytest.raises(A.AddressingError) as exc:
+        A.parse_subnet("roce.addressing.supernet", text)
+    assert str(exc.value) == ("roce.addressing.supernet: %r is not an IPv4 subnet in CIDR form (10.64.0.0/20): "
+                              "%r is not an ASCII digit" % (text, char))
+
+
+def test_an_address_with_a_non_ascii_digit_is_named():
+    for text in ("10.0.0.\u0661", "10.0.0.\u00b2"):
+        with pytest.raises(A.AddressingError, match="is not an IPv4 address: .* is not an ASCII digit"):
+            A.parse_address("pinned", text)
+
+
+def test_pinned_addresses_that_are_not_a_mapping_name_the_host():
+    plan = A.plan({"supernet": "10.64.0.0/16", "rail_prefix": 24}, 2)
+    with pytest.raises(A.AddressingError) as exc:
+        A.host_plan(plan, "gpu007", 7, pinned=["10.64.0.9", "10.64.1.9"])
+    assert str(exc.value).startswith("host gpu007: host variable roce_rail_addresses must be a mapping of rail number")
+    with pytest.raises(A.AddressingError, match="host gpu007: pinned address for rail '\u0661': no such rail"):
+        A.host_plan(plan, "gpu007", 7, pinned={"\u0661": "10.64.1.9"})

@@ -38,7 +38,7 @@ def test_netplan_text():
 
 
 def test_netplan_is_yaml_netplan_reads():
-    yaml = pytest.importorskip("yaml")
+    import yaml  # ansible-core's own dependency
     data = yaml.safe_load(N.netplan(ROUTED))
     assert data["network"]["ethernets"]["ens2f0np0"]["addresses"] == ["10.64.128.66/26"]
     assert data["network"]["ethernets"]["ens1f0np0"]["routes"] == [{"to": "10.64.0.0/17", "via": "10.64.0.65"}]
@@ -139,3 +139,75 @@ def test_runtime_plan_in_order():
     ]
     done = {"mtu": 9000, "up": True, "addresses": ["10.64.0.66/26"], "routes": {"10.64.0.0/17": "10.64.0.65"}}
     assert N.runtime_plan(ROUTED[1], done) == []
+
+
+# ---------------------------------------------------------------- checked before anything (issue 32)
+
+def test_check_rails_keeps_a_good_plan_and_makes_mtu_a_number():
+    assert N.check_rails(ROUTED) == ROUTED
+    assert N.check_rails([{"interface": "ens1f0np0", "mtu": "9000", "cidr": None}])[0]["mtu"] == 9000
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"cidr": "999.1.1.1/99"}, "rail 0 (interface ens1f0np0): cidr '999.1.1.1/99': not an IPv4 address/prefix (10.64.0.2/20)"),
+    ({"cidr": "10.0.0.1/20\n"}, "rail 0 (interface ens1f0np0): cidr '10.0.0.1/20\\n': not an IPv4 address/prefix"),
+    ({"cidr": "1.2.3.\u00b2/8"}, "rail 0 (interface ens1f0np0): cidr '1.2.3.\u00b2/8': not an IPv4"),
+    ({"mtu": -1}, "rail 0 (interface ens1f0np0): mtu -1: not an MTU (a whole number from 68 to 9978)"),
+    ({"mtu": "\u00b2"}, "rail 0 (interface ens1f0np0): mtu '\u00b2': not an MTU"),
+    ({"mtu": 100000}, "rail 0 (interface ens1f0np0): mtu 100000: not an MTU"),
+    ({"interface": "ens1\n  x: 1"}, "rail 0: interface 'ens1\\n  x: 1': not a network interface name"),
+    ({"interface": "a" * 16}, "rail 0: interface '%s': not a network interface name (1 to 15 letters" % ("a" * 16)),
+    ({"interface": "eth0\n"}, "rail 0: interface 'eth0\\n': not a network interface name"),
+    ({"routes": [{"to": "10.0.0.0/8", "via": "10.0.0.1/8"}]}, "rail 0 (interface ens1f0np0): route via '10.0.0.1/8': not an IPv4 address"),
+    ({"routes": [{"to": "10.0.0.0/8", "via": "1.1.1.1", "metric": 5}]}, "rail 0 (interface ens1f0np0): route {"),
+])
+def test_check_rails_names_rail_interface_and_value(change, message):
+    rail = dict(ROUTED[1], **change)
+    with pytest.raises(N.NetconfError) as err:
+        N.check_rails([rail])
+    assert str(err.value).startswith(message)
+
+
+def test_netplan_validator_reads_back_what_was_planned():
+    N.netplan_validator(ROUTED)(N.netplan(ROUTED))
+    with pytest.raises(ValueError):
+        N.netplan_validator(ROUTED)(N.netplan(ROUTED[:1]))
+    with pytest.raises(ValueError):
+        N.netplan_validator(ROUTED)("network: [")
+    numeric = [dict(ROUTED[0], interface="1234")]   # YAML reads the key as a number
+    with pytest.raises(ValueError) as err:
+        N.netplan_validator(numeric)(N.netplan(numeric))
+    assert "does not read back as the planned rails" in str(err.value)
+
+
+def test_ifupdown_validator():
+    N.ifupdown_validator(ROUTED)(N.ifupdown(ROUTED))
+    with pytest.raises(ValueError) as err:
+        N.ifupdown_validator(ROUTED)(N.ifupdown(ROUTED) + "iface evil inet dhcp\n")
+    assert str(err.value).startswith("line ")
+    with pytest.raises(ValueError):
+        N.ifupdown_validator(ROUTED)(N.ifupdown(ROUTED[:1]))
+
+
+@pytest.mark.parametrize("text", ['{"ifname": "eth0"}', '[{"ifname": "eth0", "addr_info": {"x": 1}}]',
+                                  '[{"ifname": "eth0", "addr_info": ["x"]}]', '[{"ifname": "eth0", "flags": "UP"}]', "7"])
+def test_parse_ip_addr_garbage_is_an_error_naming_the_interface(text):
+    with pytest.raises(N.NetconfError) as err:
+        N.parse_ip_addr("eth0", text)
+    assert str(err.value).startswith("interface eth0: ")
+
+
+def test_parse_ip_addr_missing_fields_are_no_traceback():
+    assert N.parse_ip_addr("eth0", '[{"ifname": "eth0", "addr_info": [{"family": "inet"}]}]')["addresses"] == []
+
+
+@pytest.mark.parametrize("text", ['{"dst": "x"}', '["x"]', "3"])
+def test_parse_ip_routes_garbage_is_an_error_naming_the_interface(text):
+    with pytest.raises(N.NetconfError) as err:
+        N.parse_ip_routes("eth0", text)
+    assert str(err.value).startswith("interface eth0: ip -j route printed an unexpected shape")
+
+
+def test_parse_ip_routes_skips_odd_destinations():
+    assert N.parse_ip_routes("eth0", '[{"dst": 5, "gateway": "1.1.1.1"}, {"dst": "10.0.0.0/8", "gateway": "10.0.0.1"}]') == \
+        {"10.0.0.0/8": "10.0.0.1"}

@@ -114,3 +114,31 @@ def test_boot_script_is_valid_sh():
     script = Q.boot_files(["ens1f0np0"], QOS, "RoCE v2")["usr/local/sbin/gpufleet-roce-qos"]
     proc = subprocess.run(["sh", "-n"], input=script, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
+
+
+# ---------------------------------------------------------------- checked before anything (issue 32)
+
+GOOD = {"trust": "dscp", "dscp": 26, "pfc_priority": 3, "pfc": "0,0,0,1,0,0,0,0", "ecn": True, "tos": 106}
+
+
+def test_check_qos_keeps_good_qos():
+    assert Q.check_qos(GOOD) == GOOD
+    assert Q.check_qos(dict(GOOD, dscp="26"))["dscp"] == 26
+    assert Q.check_qos(None) is None
+
+
+@pytest.mark.parametrize("qos, message", [
+    ({k: v for k, v in GOOD.items() if k != "pfc"}, "qos: key pfc missing (the desired area roce_qos gives dscp, ecn, pfc, "
+                                                    "pfc_priority, tos, trust)"),
+    (dict(GOOD, extra=1), "qos: unknown key extra (known: dscp, ecn, pfc, pfc_priority, tos, trust)"),
+    (dict(GOOD, trust="dscp\n"), "qos.trust 'dscp\\n': not 'dscp' or 'pcp'"),
+    (dict(GOOD, ecn=1), "qos.ecn 1: not True or False"),
+    (dict(GOOD, dscp=True), "qos.dscp True: not a whole number from 0 to 63"),
+    (dict(GOOD, tos="\u00b2"), "qos.tos '\u00b2': not a whole number from 0 to 255"),
+    (dict(GOOD, pfc="0,0,0,1,0,0,0,0\n"), "qos.pfc '0,0,0,1,0,0,0,0\\n': not 8 flags 0/1 apart by commas"),
+    ("dscp", "qos 'dscp': not a mapping"),
+])
+def test_check_qos_names_the_key(qos, message):
+    with pytest.raises(Q.QosError) as err:
+        Q.check_qos(qos)
+    assert str(err.value).startswith(message)
