@@ -68,7 +68,9 @@ options:
     description:
       - Folder of gate reports, one C(<inventory_hostname>.json) per host as the validate role writes them
         (an object with C(report) and C(facts)). Read into O(nodes); an entry given in O(nodes) wins.
-      - A file that is not such JSON fails the module, naming the file.
+      - A file that is not such JSON fails the module, naming the file. Of each report only the fields the fabric
+        uses are kept (the gate's status, a few facts per NIC, NUMA, pairs, siblings); one in the layout the validate
+        role writes is read by those members only, any other JSON whole (see docs/fabric.md).
     type: path
   dest:
     description:
@@ -227,11 +229,12 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
+from ansible_collections.gpufleet.provision.plugins.module_utils._fabric import reports as _fabric_reports
 from ansible_collections.gpufleet.provision.plugins.module_utils._fabric import outputs as _fabric_outputs
 from ansible_collections.gpufleet.provision.plugins.module_utils._fabric import model as _fabric
 from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.common import check_nodes, check_rail_plans
 from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.ibnetdiscover import capture_problem, parse_file, sniff
-from ansible_collections.gpufleet.provision.plugins.module_utils._node.fs import WriteError
+from ansible_collections.gpufleet.provision.plugins.module_utils._node.fs import Root, WriteError
 
 DIFF_LIMIT = 64 * 1024
 
@@ -297,8 +300,8 @@ def load_lldp_dir(folder):
         if name.endswith(".json"):
             path = os.path.join(folder, name)
             try:
-                with open(path) as handle:
-                    out[name[:-len(".json")]] = json.load(handle)
+                with open(path) as handle:    # each host's table cut to its neighbours as it is read
+                    out[name[:-len(".json")]] = _fabric.lldp_neighbours(json.loads(handle.read()), name[:-len(".json")])
             except (IOError, OSError) as exc:
                 raise _fabric.FabricError("lldp file %s: cannot read it: %s" % (path, to_native(exc)))
             except ValueError as exc:
@@ -307,25 +310,39 @@ def load_lldp_dir(folder):
 
 
 def load_reports(folder):
-    """<folder>/<host>.json -> {host: {"report": ..., "facts": ...}}."""
+    """<folder>/<host>.json -> {host: the part of {"report", "facts"} the fabric reads}.
+
+    Each report is read, checked and cut to its fabric view (``reports.read_view``: a few fields per
+    NIC) before the next: whole, 16k reports of ~125 KB are 3.6 GB in memory. Reads never block (a
+    FIFO or a device named <host>.json is an error naming it); the cyclic collector is paused
+    meanwhile (the views hold no cycles, and its rescans of them grew with the fleet)."""
     if not os.path.isdir(folder):
         raise _fabric.FabricError("reports_dir %s: not a folder" % folder)
-    nodes = {}
-    for name in sorted(os.listdir(folder)):
-        if not name.endswith(".json"):
-            continue
-        path = os.path.join(folder, name)
-        try:
-            with open(path) as handle:
-                data = json.load(handle)
-        except (IOError, OSError) as exc:
-            raise _fabric.FabricError("gate report %s: cannot read it: %s" % (path, to_native(exc)))
-        except ValueError as exc:
-            raise _fabric.FabricError("gate report %s: not JSON: %s" % (path, to_native(exc)))
-        if not isinstance(data, dict) or not isinstance(data.get("report"), dict):
-            raise _fabric.FabricError("gate report %s: expected an object with a `report` object (and `facts`)" % path)
-        nodes[name[:-len(".json")]] = data
+    root = Root(folder)
+    nodes, shared = {}, {}
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for name in sorted(os.listdir(folder)):
+            if name.endswith(".json"):
+                nodes[name[:-len(".json")]] = _read_report(root, name, shared)
+    finally:
+        if enabled:
+            gc.enable()
     return nodes
+
+
+def _read_report(root, name, shared):
+    path = root.join(name)
+    raw = root.read_bytes(name)
+    if raw is None:
+        raise _fabric.FabricError("gate report %s: cannot read it: %s" % (path, root.problems[-1]["detail"]))
+    try:
+        return _fabric_reports.read_view(raw, shared)
+    except ValueError as exc:   # UnicodeDecodeError too
+        raise _fabric.FabricError("gate report %s: not JSON: %s" % (path, to_native(exc)))
+    except _fabric_reports.NotAReport as exc:
+        raise _fabric.FabricError("gate report %s: %s" % (path, to_native(exc)))
 
 
 def build(params):

@@ -9,6 +9,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import re
+import sys
 
 from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.ibnetdiscover import normalize_guid
 from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.common import (
@@ -283,6 +284,26 @@ def parse_lldp(data, host):
     return out
 
 
+class Neighbours(list):
+    """``parse_lldp``'s list for one host, made as its file is read (``lldp_neighbours``): the model
+    takes it as it is, and the host's lldpcli JSON (8 KB a NIC in memory) is let go at once."""
+
+
+def lldp_neighbours(data, host):
+    """``parse_lldp`` of one host's table when it is read, its names interned (the same few switch
+    names and netdevs on every host); a table it rejects is returned as it is, for the model to
+    judge in its turn (an entry of the ``lldp`` option may replace it: an error only if used)."""
+    try:
+        found = parse_lldp(data, host)
+    except FabricError:
+        return data
+    for nb in found:
+        for key in ("netdev", "switch", "port"):
+            if isinstance(nb[key], str):
+                nb[key] = sys.intern(nb[key])
+    return Neighbours(found)
+
+
 def _lldp_shape(data):
     if isinstance(data, dict):
         return "an object with %s" % (", ".join(sorted(map(str, data))) or "no key")
@@ -314,15 +335,30 @@ def _check_lldp_entry(host, netdev, entry):
         raise FabricError("%s: unknown field(s) %s (not lldpcli's neighbour entry)" % (where, ", ".join(foreign)))
 
 
+# The fields lldpd writes in a chassis (0.9 - 1.0.x; ``ttl`` in 0.9). A neighbour that sends its
+# SysName is written as {<name>: {these fields}}; one that sends none as these fields alone:
+#     "chassis": {"id": {"type": "mac", "value": "1c:34:da:00:00:01"}, "descr": "...",
+#                 "mgmt-ip": "192.168.200.2", "mgmt-iface": "2", "capability": [...]}
+CHASSIS_FIELDS = frozenset(("id", "name", "descr", "mgmt-ip", "mgmt-iface", "capability", "ttl"))
+
+
 def _lldp_chassis(chassis):
+    """The switch's name: its SysName, else ``chassis:<chassis id>`` (never another field's key:
+    two nameless leaves named after a field they both have would be one switch); None: neither."""
     if not isinstance(chassis, dict):
         return None
-    keys = [k for k in chassis if k not in ("id", "descr", "mgmt-ip", "capability", "name")]
+    keys = [k for k in chassis if k not in CHASSIS_FIELDS]
     if keys:
         return keys[0]
-    if isinstance(chassis.get("name"), (str, dict)):
-        return chassis["name"] if isinstance(chassis["name"], str) else chassis["name"].get("value")
-    return None
+    name = chassis.get("name")
+    if isinstance(name, dict):
+        name = name.get("value")
+    if isinstance(name, str) and name:
+        return name
+    cid = chassis.get("id")
+    if isinstance(cid, dict):
+        cid = cid.get("value")
+    return "chassis:%s" % cid if isinstance(cid, str) and cid else None
 
 
 def _lldp_port(port):
@@ -344,7 +380,8 @@ def add_lldp(m):
     another NIC and takes no rail (hybrid nodes: IB rails, Ethernet storage NICs). Without facts
     every LLDP interface is taken as a rail NIC."""
     for host in sorted(m.lldp):
-        neighbours = parse_lldp(m.lldp[host], host)
+        data = m.lldp[host]
+        neighbours = data if isinstance(data, Neighbours) else parse_lldp(data, host)
         facts = (m.nodes.get(host) or {}).get("facts") or {}
         by_netdev = _facts_netdevs(facts)
         for nb in neighbours:

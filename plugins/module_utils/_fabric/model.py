@@ -42,7 +42,7 @@ from ansible_collections.gpufleet.provision.plugins.module_utils._fabric import 
 from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.common import (  # noqa: F401 pylint: disable=unused-import
     ANOMALY_KINDS, DEFAULT_NON_COMPUTE_PATTERNS, DEFAULT_SUSPICIOUS_HOSTNAMES, QUARANTINE_KINDS, SCHEMA_VERSION,
     STATUS_BY_GATE, FabricError, Model, link_gbps, switch_name)
-from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.adapters import parse_lldp  # noqa: F401 pylint: disable=unused-import
+from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.adapters import lldp_neighbours, parse_lldp  # noqa: F401 pylint: disable=unused-import
 from ansible_collections.gpufleet.provision.plugins.module_utils._fabric.verdicts import summarize  # noqa: F401 pylint: disable=unused-import
 
 

@@ -171,3 +171,35 @@ def test_roce_tc_must_be_a_tos_byte():
     with pytest.raises(FabricError) as err:
         _fabric.analyze([], lldp={}, roce_tc=400)
     assert "roce_tc" in str(err.value) and "0-255" in str(err.value)
+
+
+def _nameless(entry, mgmt_iface="2"):
+    """An lldpd neighbour entry as lldpd writes it when the switch sends no SysName: the chassis'
+    fields alone (no name key around them), mgmt-iface beside mgmt-ip."""
+    (fields,) = entry["chassis"].values()
+    entry["chassis"] = dict(fields, **{"mgmt-iface": mgmt_iface})
+    return entry
+
+
+def test_leaves_without_a_system_name_are_named_by_their_chassis_id():
+    """Issue 32: two leaves sending no SysName became one switch named `mgmt-iface` (a field of
+    their chassis), and every host's two rails sat on it: all quarantined. Each is its chassis id."""
+    lldp, nodes = lldpgen.roce_fleet(sus=1, nodes_per_su=4, rails=2, storage=False)
+    for host in lldp:
+        for entry in lldp[host]["lldp"]["interface"].values():
+            _nameless(entry)
+    assert parse_lldp(lldp["gpu00001"], "gpu00001") == [
+        {"netdev": "ens0np0", "switch": "chassis:1c:34:da:00:00:00", "port": "swp1"},
+        {"netdev": "ens1np0", "switch": "chassis:1c:34:da:00:01:00", "port": "swp1"}]
+    doc = _fabric.analyze([], nodes=nodes, lldp=lldp)
+    assert kinds(doc) == []
+    assert sorted(doc["switches"]) == ["chassis:1c:34:da:00:00:00", "chassis:1c:34:da:00:01:00"]
+    assert [n["status"] for n in doc["nodes"].values()] == ["green"] * 4
+    assert [(r["rail"], r["leaf"]) for r in doc["nodes"]["gpu00003"]["rails"]] == [
+        (0, "chassis:1c:34:da:00:00:00"), (1, "chassis:1c:34:da:00:01:00")]
+    # a named switch keeps its name; one with neither name nor id is no neighbour (a warning)
+    named = lldpgen.neighbour("leaf-a", "swp9", "1c:34:da:00:09:00")
+    anonymous = _nameless(lldpgen.neighbour("x", "swp9", "1c:34:da:00:09:00"))
+    del anonymous["chassis"]["id"]
+    table = {"lldp": {"interface": {"eth0": named, "eth1": anonymous}}}
+    assert [nb["switch"] for nb in parse_lldp(table, "gpu1")] == ["leaf-a", None]
