@@ -111,7 +111,7 @@ step("blocks", verdicts.blocks, m)
 doc = step("document", verdicts.document, m)
 files, notes = step("render", _fabric_outputs.render, doc, ["green", "unknown"], [])
 with tempfile.NamedTemporaryFile() as tmp:
-    step("fabric.json", _fabric_outputs._stream_out, files["fabric.json"], tmp.name)
+    step("fabric.json", _fabric_outputs._stream_out, files["fabric.json"], True)
 print(json.dumps(cpu))
 """
 
