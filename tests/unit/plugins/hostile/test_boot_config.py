@@ -9,6 +9,8 @@ import os
 
 import pytest
 
+from tests.unit.plugins.hostile._tree import snapshot  # noqa: E402  (the repository is on sys.path: tests/conftest.py)
+
 COVERS = ["module:kernel_cmdline", "module:grub_default", "module:roce_rails"]
 
 MAIN = 'GRUB_DEFAULT=0\nGRUB_CMDLINE_LINUX_DEFAULT="quiet"\nGRUB_CMDLINE_LINUX="intel_iommu=on hugepages=64"\n'
@@ -19,23 +21,6 @@ REQUIRED = ["intel_iommu=on", "iommu=pt", "hugepagesz=1G", "hugepages=128"]
 LONG_DROPIN = "z" * 251 + ".cfg"
 
 
-def snapshot(top):
-    """{relative path: bytes, 'folder', 'fifo' or ('link', target)} of everything under ``top``."""
-    out = {}
-    for folder, dirs, files in os.walk(str(top)):
-        for name in dirs + files:
-            path = os.path.join(folder, name)
-            rel = os.path.relpath(path, str(top))
-            if os.path.islink(path):
-                out[rel] = ("link", os.readlink(path))
-            elif os.path.isdir(path):
-                out[rel] = "folder"
-            elif os.path.isfile(path):
-                with open(path, "rb") as handle:
-                    out[rel] = handle.read()
-            else:
-                out[rel] = "fifo"
-    return out
 
 
 def assert_untouched(top, before):

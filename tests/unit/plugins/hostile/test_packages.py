@@ -11,6 +11,8 @@ import os
 
 import pytest
 
+from tests.unit.plugins.hostile._tree import snapshot  # noqa: E402  (the repository is on sys.path: tests/conftest.py)
+
 COVERS = ["module:package_pins", "module:driver_state"]
 
 KERNEL = "6.8.0-45-generic"
@@ -37,22 +39,6 @@ def _tool(folder, name, text):
     path.chmod(0o755)
 
 
-def snapshot(top):
-    out = {}
-    for folder, dirs, files in os.walk(str(top)):
-        for name in dirs + files:
-            path = os.path.join(folder, name)
-            rel = os.path.relpath(path, str(top))
-            if os.path.islink(path):
-                out[rel] = ("link", os.readlink(path))
-            elif os.path.isdir(path):
-                out[rel] = "folder"
-            elif os.path.isfile(path):
-                with open(path, "rb") as handle:
-                    out[rel] = handle.read()
-            else:
-                out[rel] = "special"
-    return out
 
 
 @pytest.fixture
