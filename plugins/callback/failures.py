@@ -90,7 +90,8 @@ class CallbackModule(CallbackBase):
             if len(self._preloaded) == 1:
                 for name in PRELOAD_LOOKUPS:
                     lookup_loader.get(name, class_only=True)
-        except Exception:  # pylint: disable=broad-except - only a warm-up; the worker loads it itself
+        except Exception:  # pylint: disable=broad-except
+            # only a warm-up: the worker loads it itself
             pass
 
     def v2_runner_on_ok(self, result):

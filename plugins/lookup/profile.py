@@ -129,7 +129,7 @@ def load(term, folders):
     try:
         return load_file(path)
     except (OSError, yaml.YAMLError, RecursionError) as exc:   # RecursionError: pure-Python YAML, nesting too deep
-        raise AnsibleLookupError("profile %s: cannot read: %s" % (path, to_native(exc) or type(exc).__name__))
+        raise AnsibleLookupError("profile %s: cannot read: %s" % (path, to_native(exc) or exc.__class__.__name__))
 
 
 class LookupModule(LookupBase):

@@ -28,6 +28,8 @@ class Refresh(str):
     """A ``.prom`` text whose verdicts are those on disk: rewritten only to move its last-run time
     (a monitoring system alerts on a gate that stopped running), which is not a change of the report.
     It keeps the report timestamp of the file it replaces: the time the verdicts last changed."""
+
+
 _NODE = re.compile(r"^[A-Za-z0-9_.:@-]+$")
 
 

@@ -201,10 +201,16 @@ def _fact_view(raw, key, span, shared):
         if sub is False:
             raise _NotLayout()
         text = raw[sub[0]:sub[1]] if sub else b""
-        make = (lambda: _FACT_VIEWS[key]({inner: json.loads(text)} if sub else {}))
+        nest = inner if sub else False     # False: the member is absent, the view of {}
     else:
         text = raw[start:end]
-        make = (lambda: _FACT_VIEWS[key](json.loads(text)))
+        nest = None                        # the whole value
+
+    def make():
+        if nest is False:
+            return _FACT_VIEWS[key]({})
+        value = json.loads(text)
+        return _FACT_VIEWS[key]({nest: value} if nest else value)
     if key not in _SHARED:
         return make()
     value = shared.get((key, text))

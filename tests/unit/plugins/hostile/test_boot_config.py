@@ -21,8 +21,6 @@ REQUIRED = ["intel_iommu=on", "iommu=pt", "hugepagesz=1G", "hugepages=128"]
 LONG_DROPIN = "z" * 251 + ".cfg"
 
 
-
-
 def assert_untouched(top, before):
     after = snapshot(top)
     leftovers = sorted(p for p in after if "gpufleet-new" in p or p.endswith(".tmp"))

@@ -91,7 +91,7 @@ def test_desired_digest_of_yaml_dates_and_sets_is_stable():
 
 def test_desired_digest_deep_nesting():
     deep = []
-    for _ in range(100000):
+    for dummy in range(100000):
         deep = [deep]
     _refused("desired_digest", {"name": "x", "deep": deep}, names=["cannot be serialised"])
 

@@ -39,8 +39,6 @@ def _tool(folder, name, text):
     path.chmod(0o755)
 
 
-
-
 @pytest.fixture
 def apt_node(tmp_path):
     """(env, prefs folder, log): a node whose repository offers every name at 1.0-1, nothing installed."""

@@ -68,7 +68,7 @@ def run_module(tmp_path, **args):
 
 def written(dest):
     out = {}
-    for folder, _, files in os.walk(dest):
+    for folder, dummy, files in os.walk(dest):
         for name in files:
             with open(os.path.join(folder, name)) as handle:
                 out[os.path.relpath(os.path.join(folder, name), dest)] = handle.read()
@@ -209,7 +209,7 @@ def test_a_broken_file_in_the_gate_layout_is_read_whole_and_named_not_json(unpac
 
 def test_a_fifo_among_the_reports_is_an_error_naming_it_and_nothing_is_written(tmp_path):
     """open() of a FIFO waits for a writer forever: the report is read without waiting, and refused."""
-    fab, _ = ibnetgen.rail_fabric(sus=1, nodes_per_su=2, rails=2)
+    fab, dummy = ibnetgen.rail_fabric(sus=1, nodes_per_su=2, rails=2)
     capture = tmp_path / "seg1.out"
     capture.write_text(fab.text())
     folder = tmp_path / "reports"
