@@ -49,11 +49,12 @@ t0=$SECONDS
 # reboots and BMC resets, so they overlap well even on 2 cores. -rs lists every skip with its reason:
 # the skips step below fails CI on one whose reason .ci/allowed-skips.txt does not allow.
 step pytest-a "$BIN/pytest" -q -rs tests/unit tests/lab tests/integration/lab tests/integration/fabric \
-  tests/integration/redfish tests/integration/validate tests/integration/example_inventory &
+  tests/integration/redfish tests/integration/validate &
 pids=$!
 step pytest-b "$BIN/pytest" -q -rs tests/integration/provision tests/integration/devices tests/integration/roce tests/integration/image &
 pids="$pids $!"
-step pytest-c "$BIN/pytest" -q -rs tests/integration/drivers tests/integration/awx tests/integration/guest tests/integration/roce_twin &
+step pytest-c "$BIN/pytest" -q -rs tests/integration/drivers tests/integration/awx tests/integration/guest tests/integration/roce_twin \
+  tests/integration/example_inventory &
 pids="$pids $!"
 # every test folder is in exactly one of the three (a new folder must be added above)
 missing=$(cd tests && ls -d unit lab integration/* | grep -vxE 'unit|lab|integration/(lab|fabric|redfish|validate|example_inventory|provision|devices|drivers|awx|guest|roce|roce_twin|image)|integration/__pycache__|integration/conftest.py' || true)
