@@ -152,9 +152,8 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.provision.plugins.module_utils._node.fs import Root, WriteError, atomic_write
+from ansible_collections.gpufleet.provision.plugins.module_utils._node.fs import Root, WriteError, atomic_write, unwritable
 from ansible_collections.gpufleet.provision.plugins.module_utils._os import driver_state as S
-from ansible_collections.gpufleet.provision.plugins.module_utils._os.state import parent_problem
 
 PEERMEM_SYS = "sys/module/nvidia_peermem"
 
@@ -239,7 +238,7 @@ def _peermem_at_boot_plan(path, wanted):
     mode too, the file that is not text or cannot be made is an error naming it."""
     current = S.read_text_file(path)
     action = S.peermem_at_boot_plan(current, wanted)
-    problem = parent_problem(path) if action == "write" else None
+    problem = unwritable(path) if action == "write" else None
     if problem:
         raise S.DriverStateError("%s: cannot be written: %s" % (path, problem))
     diff = {"before": current or "", "after": S.PEERMEM_AT_BOOT_TEXT if wanted else "", "before_header": path,

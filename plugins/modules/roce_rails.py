@@ -154,8 +154,8 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.provision.plugins.module_utils._node.fs import WriteError, atomic_write
-from ansible_collections.gpufleet.provision.plugins.module_utils._os.state import parent_problem, path_problem
+from ansible_collections.gpufleet.provision.plugins.module_utils._node.fs import WriteError, atomic_write, unwritable
+from ansible_collections.gpufleet.provision.plugins.module_utils._os.state import path_problem
 from ansible_collections.gpufleet.provision.plugins.module_utils._roce import netconf as _netconf
 from ansible_collections.gpufleet.provision.plugins.module_utils._roce import qos as _qos
 from ansible_collections.gpufleet.provision.plugins.module_utils._roce import rails as _rails
@@ -201,7 +201,7 @@ def main():
         # the files this module owns: in check mode too, one that is no regular file (a folder, a
         # FIFO, a symlink loop) or whose folder cannot be made is refused before anything changes
         path = os.path.join(params["root"], rel)
-        problem = parent_problem(path)
+        problem = unwritable(path)
         if problem is None and os.path.lexists(path) and not os.path.isfile(path):
             problem = "not a regular file (a folder, a FIFO, a broken or looping symlink?)"
         if problem:

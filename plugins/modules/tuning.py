@@ -105,7 +105,6 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.provision.plugins.module_utils._devices import acs_boot
 from ansible_collections.gpufleet.provision.plugins.module_utils._os import nextboot as _nextboot
 from ansible_collections.gpufleet.provision.plugins.module_utils._os import tuning as _tuning
 from ansible_collections.gpufleet.provision.plugins.module_utils._node import fs as _fs
@@ -146,7 +145,7 @@ def plan(module):
     for rel, text in sorted(wanted.items()):
         current = _current(os_root, rel)
         if current != text and not (text is None and current is None):
-            why = acs_boot.unwritable(os_root.join(rel)) if text is not None else None
+            why = _fs.unwritable(os_root.join(rel)) if text is not None else None
             if why:
                 raise _tuning.TuningError("%s: cannot write, %s" % (os_root.join(rel), why))
             edits[rel] = (current, text)

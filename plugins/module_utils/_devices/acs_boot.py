@@ -53,22 +53,11 @@ def parse_mode(where, mode):
     return value
 
 
-def unwritable(path):
-    """Why ``path`` cannot be written (None when it can be tried): its nearest existing folder is not a
-    folder (a file there would stop a set of writes half way). Checked for every file before the first."""
-    folder = os.path.dirname(path)
-    while folder and not os.path.lexists(folder):
-        folder = os.path.dirname(folder)
-    if folder and not os.path.isdir(folder):
-        return "%s is not a folder" % folder
-    return None
-
-
 def _check_target(path):
     """BootError unless ``path`` is absolute and can be written."""
     if not isinstance(path, str) or not os.path.isabs(path) or "\0" in path:
         raise BootError("%r: not an absolute path" % (path,))
-    why = unwritable(path)
+    why = _fs.unwritable(path)
     if why:
         raise BootError("%s: cannot be written, %s" % (path, why))
 

@@ -25,6 +25,19 @@ import tempfile
 MAX_READ_BYTES = 64 * 1024 * 1024
 
 
+def unwritable(path):
+    """Why a file cannot be made at ``path`` as its folders stand (None when it can be tried): the
+    nearest existing ancestor is not a folder. A caller that writes several files asks it of each
+    before the first write (a file in a folder's place would stop the set half way); it only looks,
+    so check mode asks it too and predicts the failure."""
+    existing = os.path.dirname(os.path.abspath(path))
+    while not os.path.lexists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        return "%s is not a folder" % existing
+    return None
+
+
 def _keep_owner_and_label(path, tmp, old):
     """The replacement keeps the replaced file's owner and SELinux label (what Ansible's atomic_move
     does): a rewritten /etc/default/grub stays root's and keeps its context on RHEL. Best effort: a

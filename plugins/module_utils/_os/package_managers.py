@@ -13,10 +13,9 @@ __metaclass__ = type
 
 import os
 
-from ansible_collections.gpufleet.provision.plugins.module_utils._node.fs import Root, WriteError, atomic_write
+from ansible_collections.gpufleet.provision.plugins.module_utils._node.fs import Root, WriteError, atomic_write, unwritable
 from ansible_collections.gpufleet.provision.plugins.module_utils._os import packages as P
 from ansible_collections.gpufleet.provision.plugins.module_utils._os.packages import PinError
-from ansible_collections.gpufleet.provision.plugins.module_utils._os.state import parent_problem
 
 APT_ENV = {"DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C", "LANG": "C"}
 APT_INSTALL = ["apt-get", "install", "-y", "-q", "--allow-downgrades",
@@ -75,7 +74,7 @@ class Apt(_Backend):
         folder = self.preferences_dir
         if not isinstance(folder, str) or not folder or "\x00" in folder:
             raise PinError("preferences_dir %r: not a folder path" % (folder,))
-        problem = parent_problem(os.path.join(folder, "x"))
+        problem = unwritable(os.path.join(folder, "x"))
         if problem:
             raise PinError("preferences_dir %s: %s" % (folder, problem))
         P.check_set_name(set_name)

@@ -181,17 +181,6 @@ def check_release(release):
                            "at most 64 characters)" % (release,))
 
 
-def parent_problem(path):
-    """Why a file cannot be made at ``path`` as its folders stand (None when it can be tried): the
-    nearest existing ancestor is not a folder. Asked in check mode too, so it predicts the failure."""
-    existing = os.path.dirname(os.path.abspath(path))
-    while not os.path.lexists(existing):
-        existing = os.path.dirname(existing)
-    if not os.path.isdir(existing):
-        return "%s is not a folder" % existing
-    return None
-
-
 def write_file(path, text):
     """Replace ``path`` atomically (fs.atomic_write: its mode kept, 0644 for a new file); OsLayerError
     naming the path when it cannot be written (nothing changed then)."""

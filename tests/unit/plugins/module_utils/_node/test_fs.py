@@ -167,3 +167,9 @@ def test_atomic_write_is_the_one_way_plugins_replace_a_file():
                     if pattern.search(line.split("#")[0]):
                         found.append("%s:%d: %s" % (os.path.relpath(path, plugins), number, line.strip()))
     assert found == [], "write through fs.atomic_write instead:\n" + "\n".join(found)
+
+
+def test_unwritable_names_the_file_that_stands_where_a_folder_must(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    assert fs.unwritable(str(tmp_path / "new/deeper/f.conf")) is None
+    assert fs.unwritable(str(tmp_path / "afile/sub/f.conf")) == "%s is not a folder" % (tmp_path / "afile")

@@ -60,12 +60,6 @@ def test_check_release_refuses_other_text(release):
     assert str(err.value).startswith("kernel release %r: not a kernel release" % (release,))
 
 
-def test_parent_problem(tmp_path):
-    (tmp_path / "afile").write_text("x")
-    assert S.parent_problem(str(tmp_path / "new/deeper/f.conf")) is None
-    assert S.parent_problem(str(tmp_path / "afile/sub/f.conf")) == "%s is not a folder" % (tmp_path / "afile")
-
-
 def test_write_sources_all_or_none(tmp_path):
     """The second file cannot be written (its name leaves no room for a temporary name beside it):
     the first, already written, gets its text back."""
