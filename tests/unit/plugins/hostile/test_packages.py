@@ -131,13 +131,22 @@ def test_pin_words_that_would_inject_are_refused(run_module, clear_error, tmp_pa
     assert log.read_text() == ""
 
 
-@pytest.mark.parametrize("make, words", [
-    (lambda p: p.mkdir(), ["gpufleet-test.pref", "folder"]),
-    (lambda p: os.mkfifo(str(p)), ["gpufleet-test.pref", "fifo"]),
-    (lambda p: os.symlink("gpufleet-test.pref", str(p)), ["gpufleet-test.pref", "symlink loop"]),
-    (lambda p: p.write_bytes(b"\x00" * 64), ["gpufleet-test.pref", "binary"]),
-    (lambda p: p.write_bytes(b"Package: x\n\xff\xfe"), ["gpufleet-test.pref", "utf-8"]),
-], ids=["folder", "fifo", "symlink-loop", "nul", "not-utf8"])
+def _no_text_file(name, start):
+    """(make, words) cases of a file the module reads that is no text file: each makes ``name`` a
+    folder, a FIFO, a symlink loop, NUL bytes, or ``start`` followed by bytes that are not UTF-8."""
+    return [
+        (lambda p: p.mkdir(), [name, "folder"]),
+        (lambda p: os.mkfifo(str(p)), [name, "fifo"]),
+        (lambda p: os.symlink(name, str(p)), [name, "symlink loop"]),
+        (lambda p: p.write_bytes(b"\x00" * 64), [name, "binary"]),
+        (lambda p: p.write_bytes(start + b"\xff\xfe"), [name, "utf-8"]),
+    ]
+
+
+NO_TEXT_IDS = ["folder", "fifo", "symlink-loop", "nul", "not-utf8"]
+
+
+@pytest.mark.parametrize("make, words", _no_text_file("gpufleet-test.pref", b"Package: x\n"), ids=NO_TEXT_IDS)
 def test_preferences_file_that_is_no_text_file_is_left_alone(run_module, clear_error, tmp_path, apt_node, make, words):
     env, prefs, log = apt_node
     make(prefs / "gpufleet-test.pref")
@@ -236,13 +245,7 @@ def test_driver_state_arguments_are_checked_before_anything_is_written(run_modul
     assert not conf.exists()
 
 
-@pytest.mark.parametrize("make, words", [
-    (lambda p: p.mkdir(), ["nvidia-peermem.conf", "folder"]),
-    (lambda p: os.mkfifo(str(p)), ["nvidia-peermem.conf", "fifo"]),
-    (lambda p: os.symlink("nvidia-peermem.conf", str(p)), ["nvidia-peermem.conf", "symlink loop"]),
-    (lambda p: p.write_bytes(b"\x00" * 64), ["nvidia-peermem.conf", "binary"]),
-    (lambda p: p.write_bytes(b"nvidia-peermem\n\xff"), ["nvidia-peermem.conf", "utf-8"]),
-], ids=["folder", "fifo", "symlink-loop", "nul", "not-utf8"])
+@pytest.mark.parametrize("make, words", _no_text_file("nvidia-peermem.conf", b"nvidia-peermem\n"), ids=NO_TEXT_IDS)
 def test_modules_load_file_that_is_no_text_file(run_module, clear_error, tmp_path, driver_node, make, words):
     root, env, conf = driver_node
     make(conf)
