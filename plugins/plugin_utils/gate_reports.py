@@ -16,6 +16,7 @@ import json
 import os
 import re
 
+from ansible_collections.gpufleet.provision.plugins.module_utils._gate import options as _options
 from ansible_collections.gpufleet.provision.plugins.module_utils._gate import report as _report
 from ansible_collections.gpufleet.provision.plugins.module_utils._node import fs as _fs
 
@@ -30,7 +31,6 @@ class Refresh(str):
     It keeps the report timestamp of the file it replaces: the time the verdicts last changed."""
 
 
-_NODE = re.compile(r"^[A-Za-z0-9_.:@-]+$")
 
 
 def render(report, facts, timestamp):
@@ -56,8 +56,9 @@ def _comparable(ext, text):
 def _node_name(node):
     """The node's name as the report files' name; ValueError when it is not one: the name comes from
     the node's own report, and ``../x`` or ``a/b`` must not write outside the folder (or the URL)."""
-    if not isinstance(node, str) or not _NODE.fullmatch(node) or node in (".", ".."):
-        raise ValueError("node name %r cannot name a report file (letters, digits and . _ : @ - only)" % (node,))
+    problem = _options.node_name_problem(node)   # the rule validate_node checks its node option by
+    if problem:
+        raise ValueError("node name cannot name a report file: %s" % problem)
     return node
 
 

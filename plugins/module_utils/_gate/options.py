@@ -57,7 +57,7 @@ class OptionError(ValueError):
 
 
 # A node's name becomes report file names (<report_dir>/<node>.json): one path component.
-_NODE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:@+-]*$")
+_NODE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:@+-]*\Z")   # \Z: "$" lets a trailing newline through
 
 
 def node_name_problem(name):
