@@ -31,8 +31,6 @@ class Refresh(str):
     It keeps the report timestamp of the file it replaces: the time the verdicts last changed."""
 
 
-
-
 def render(report, facts, timestamp):
     """{extension: text} of the three report files."""
     return {
